@@ -1,0 +1,59 @@
+# rdma-llm-cluster: the two commands a new user needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOSTS  ?= 2
+# The lab's podman settings (ulimits, runc) without touching /etc/containers.
+export CONTAINERS_CONF := $(CURDIR)/.lab/containers.conf
+export ANSIBLE_ROLES_PATH := $(CURDIR)/roles
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help setup host-packages venv lock lint test test-fast demo lab-up lab-down lab-status image clean
+
+help:  ## List targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+setup: host-packages venv  ## Install host packages (apt) and the pinned controller venv
+
+host-packages:  ## apt packages the lab needs (podman, runc, mmdebstrap, ...)
+	$(PYTHON) -m lab host-packages
+
+venv: $(BIN)/.installed  ## Controller venv (.venv) from requirements + constraints
+
+$(BIN)/.installed: requirements.txt constraints.txt payload/requirements.txt payload/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/pip install -q -r requirements.txt -r payload/requirements.txt
+	touch $@
+
+lock:  ## Re-resolve the controller lock (constraints.txt) from requirements.txt
+	rm -rf .cache/lockvenv && $(PYTHON) -m venv .cache/lockvenv
+	.cache/lockvenv/bin/pip install -q -r requirements.txt -r payload/requirements.txt
+	{ echo "# Lock for the controller venv (pip freeze on Python 3.11). Regenerate with: make lock"; \
+	  .cache/lockvenv/bin/pip freeze; } > constraints.txt
+
+lint: venv  ## ansible-lint (production), yamllint, ruff
+	$(BIN)/pytest -m lint
+
+test: setup  ## Everything: lint + Molecule + lab end-to-end + payload + switch (one pytest summary)
+	$(BIN)/pytest
+
+image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
+	$(BIN)/python -m lab image
+
+lab-up: venv  ## Start the lab cluster (HOSTS=2..8)
+	$(BIN)/python -m lab up --hosts $(HOSTS)
+
+lab-down:  ## Remove every lab container, network and process
+	$(PYTHON) -m lab down
+
+lab-status:  ## Show the lab
+	$(PYTHON) -m lab status
+
+demo: setup  ## Build the lab, run site.yml on it, print where the results are
+	$(BIN)/python -m lab demo --hosts $(HOSTS)
+
+clean: lab-down  ## Remove the lab, the venv and caches
+	rm -rf $(VENV) .ansible .cache .lab artifacts
