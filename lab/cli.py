@@ -1,0 +1,103 @@
+"""`python -m lab <command>`: the lab's command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from lab import ROOT, cluster, podman
+from lab.image import ensure_image
+
+# What the lab needs on a Debian 12 controller (podman 4.3 and friends, and mmdebstrap for the image).
+HOST_PACKAGES = [
+    "podman", "runc", "crun", "conmon", "netavark", "aardvark-dns", "catatonit", "uidmap",
+    "slirp4netns", "fuse-overlayfs", "iptables", "mmdebstrap", "openssh-client", "make",
+]
+
+
+def host_packages(_args) -> int:
+    missing = [p for p in HOST_PACKAGES
+               if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    if not missing:
+        print("lab: host packages present")
+        return 0
+    cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    if os.geteuid() != 0:
+        print("lab: missing packages; run as root:\n  apt-get update && " + " ".join(cmd))
+        return 1
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+    subprocess.run(cmd, check=True, env=env)
+    return 0
+
+
+def ansible_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CONTAINERS_CONF"] = str(podman.containers_conf())
+    venv_bin = ROOT / ".venv" / "bin"
+    if venv_bin.is_dir():
+        env["PATH"] = f"{venv_bin}:{env['PATH']}"
+    return env
+
+
+def playbook(name: str, *extra: str) -> float:
+    t0 = time.monotonic()
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), f"playbooks/{name}", *extra]
+    print(f"lab: {' '.join(cmd)}", flush=True)
+    if subprocess.run(cmd, cwd=ROOT, env=ansible_env()).returncode != 0:
+        raise SystemExit(f"lab: {name} failed")
+    return time.monotonic() - t0
+
+
+def demo(args) -> int:
+    state = cluster.up(args.hosts)
+    took = playbook("site.yml")
+    print("\nlab demo: done")
+    print(f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml took {took:.0f} s")
+    print(f"  inventory {cluster.INVENTORY.relative_to(ROOT)}")
+    print(f"  log in    ssh -i {cluster.KEY} root@{cluster.Node(1).mgmt_ip}")
+    print("  stop      make lab-down")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("host-packages", help="apt-install what the lab needs on this machine")
+    sub.add_parser("image", help="build the lab host image (cached)")
+    p_up = sub.add_parser("up", help="start the lab (idempotent)")
+    p_up.add_argument("--hosts", type=int, default=2, help="number of hosts, 1..8 (default 2)")
+    sub.add_parser("down", help="remove every lab container, network and process")
+    sub.add_parser("status", help="show the lab; exit 1 when it is down")
+    p_demo = sub.add_parser("demo", help="lab up, then site.yml on it")
+    p_demo.add_argument("--hosts", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    if args.command == "host-packages":
+        return host_packages(args)
+    if shutil.which("podman") is None:
+        print("lab: podman is not installed; run `make setup` (or `python3 -m lab host-packages`)",
+              file=sys.stderr)
+        return 2
+    if args.command == "image":
+        print(ensure_image())
+        return 0
+    if args.command == "up":
+        cluster.up(args.hosts)
+        return 0
+    if args.command == "down":
+        cluster.down()
+        return 0
+    if args.command == "status":
+        return cluster.status()
+    if args.command == "demo":
+        return demo(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

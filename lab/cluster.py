@@ -1,0 +1,297 @@
+"""Lab cluster lifecycle: networks, systemd hosts, SSH key, switch emulator and the lab inventory."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import ROOT, STATE_ROOT, podman
+from lab.image import ensure_image
+
+LABEL = "io.rdma-llm-cluster.lab"
+MGMT_NET = "rdmalab-mgmt"
+FABRIC_NET = "rdmalab-fabric"
+# Private ranges used only on this machine's own podman bridges.
+MGMT_SUBNET = "10.77.0.0/24"
+MGMT_GW = "10.77.0.1"
+FABRIC_PREFIX = "10.77.250"
+FABRIC_IFNAME = "rdma0"
+FABRIC_MTU = 9000
+MAX_HOSTS = 8
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
+SSH_DIR = STATE_ROOT / "ssh"
+KEY = SSH_DIR / "id_ed25519"
+SWITCH_DIR = STATE_ROOT / "switch"
+SWITCH_NAME = "lab-switch"
+
+
+@dataclass(frozen=True)
+class Node:
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"lab-node{self.index}"
+
+    @property
+    def mgmt_ip(self) -> str:
+        return f"10.77.0.{10 + self.index}"
+
+    @property
+    def fabric_cidr(self) -> str:
+        return f"{FABRIC_PREFIX}.{10 + self.index}/24"
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------- inspection
+
+def containers() -> list[dict]:
+    return podman.jsonout("ps", "-a", "--filter", f"label={LABEL}", "--format", "json")
+
+
+def networks() -> list[str]:
+    rows = podman.jsonout("network", "ls", "--filter", f"label={LABEL}", "--format", "json")
+    return sorted(r["name"] if "name" in r else r["Name"] for r in rows)
+
+
+def switch_pid() -> int | None:
+    pidfile = SWITCH_DIR / "emulator.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+
+
+def switch_port() -> int | None:
+    try:
+        return int((SWITCH_DIR / "port").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def emulator_available() -> bool:
+    return (ROOT / "lab" / "nxos_emu" / "__main__.py").exists()
+
+
+# ---------------------------------------------------------------- down
+
+def down() -> None:
+    """Remove every lab container, network and the emulator process. Safe to run any time."""
+    names = [c["Names"][0] for c in containers()]
+    if names:
+        log(f"lab: removing {len(names)} host(s): {' '.join(sorted(names))}")
+        # systemd containers honour SIGRTMIN+3 quickly; -t 5 bounds a stuck one.
+        podman.run("rm", "-f", "-t", "5", *names)
+    for net in networks():
+        log(f"lab: removing network {net}")
+        podman.run("network", "rm", "-f", net)
+    stop_switch()
+    INVENTORY.unlink(missing_ok=True)
+    (STATE_ROOT / "state.json").unlink(missing_ok=True)
+
+
+def stop_switch() -> None:
+    pid = switch_pid()
+    if pid is None:
+        return
+    log(f"lab: stopping the switch emulator (pid {pid})")
+    # The emulator runs in its own session: end its whole process group, nothing else.
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            continue
+        break
+    (SWITCH_DIR / "emulator.pid").unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- up
+
+def ensure_key() -> Path:
+    SSH_DIR.mkdir(parents=True, exist_ok=True)
+    if not KEY.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdma-llm-lab",
+                        "-f", str(KEY)], check=True)
+    return KEY
+
+
+def ensure_networks() -> None:
+    have = set(networks())
+    if MGMT_NET not in have:
+        # Management: NAT to the outside (apt, PyPI) and container-to-container TCP.
+        podman.run("network", "create", "--label", LABEL, "--subnet", MGMT_SUBNET,
+                   "--gateway", MGMT_GW, MGMT_NET)
+    if FABRIC_NET not in have:
+        # Fabric: internal, no DNS, no IPAM: interfaces come up unaddressed, like a fresh RoCE NIC.
+        podman.run("network", "create", "--label", LABEL, "--internal", "--disable-dns",
+                   "--ipam-driver", "none", "-o", f"mtu={FABRIC_MTU}", FABRIC_NET)
+
+
+def start_node(node: Node, image: str) -> None:
+    args = [
+        "run", "-d", "--name", node.name, "--hostname", node.name, "--label", LABEL,
+        "--systemd=always",
+        # netplan apply needs rw /sys (udevadm trigger); ping needs NET_RAW.
+        "--privileged",
+        # /etc/hosts stays the host's own file, managed by the common role as on a real server.
+        "--no-hosts",
+        "--network", f"{MGMT_NET}:ip={node.mgmt_ip}",
+        "--network", f"{FABRIC_NET}:interface_name={FABRIC_IFNAME}",
+        "-v", f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
+    ]
+    if HOST_CA_DIR.is_dir() and any(HOST_CA_DIR.iterdir()):
+        # A TLS-intercepting proxy's CA must be trusted for PyPI; mounted, never baked in.
+        args += ["-v", f"{HOST_CA_DIR}:/usr/local/share/ca-certificates/lab-host:ro"]
+    podman.run(*args, image)
+
+
+def wait_ssh(node: Node, deadline: float) -> None:
+    """systemd boots in a few seconds; the host is ready when SSH runs a command."""
+    while True:
+        try:
+            with socket.create_connection((node.mgmt_ip, 22), timeout=2):
+                pass
+            proc = subprocess.run(ssh_cmd(node.mgmt_ip, "true"), capture_output=True, timeout=20)
+            if proc.returncode == 0:
+                return
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"lab: {node.name} ({node.mgmt_ip}) did not answer SSH in time")
+        time.sleep(0.5)
+
+
+def ssh_cmd(ip: str, *command: str) -> list[str]:
+    return ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"root@{ip}", *command]
+
+
+def start_switch() -> int | None:
+    """Start the NX-OS emulator on loopback (random port) as the lab's switch."""
+    if not emulator_available():
+        return None
+    if switch_pid() is not None and switch_port():
+        return switch_port()
+    SWITCH_DIR.mkdir(parents=True, exist_ok=True)
+    portfile = SWITCH_DIR / "port"
+    portfile.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "lab.nxos_emu", "--host", "127.0.0.1", "--port", "0",
+           "--port-file", str(portfile), "--pid-file", str(SWITCH_DIR / "emulator.pid"),
+           "--state-file", str(SWITCH_DIR / "state.json"), "--hostname", SWITCH_NAME,
+           "--username", "admin", "--password", "lab-admin"]
+    logf = open(SWITCH_DIR / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    (SWITCH_DIR / "emulator.pid").write_text(str(proc.pid))
+    for _ in range(100):
+        if portfile.exists() and portfile.read_text().strip():
+            return int(portfile.read_text().strip())
+        if proc.poll() is not None:
+            raise SystemExit(f"lab: the switch emulator exited (rc {proc.returncode}); "
+                             f"see {SWITCH_DIR / 'emulator.log'}")
+        time.sleep(0.1)
+    raise SystemExit("lab: the switch emulator did not report its port")
+
+
+def write_inventory(nodes: list[Node], switch_port_: int | None) -> None:
+    lines = [
+        "---",
+        "# Written by `python -m lab up`; removed by `lab down`. Do not edit: group_vars/ beside it",
+        "# holds the lab's settings. Same groups and variables as inventory/example.",
+        "all:",
+        "  children:",
+        "    rdma_nodes:",
+        "      vars:",
+        "        ansible_user: root",
+        f"        ansible_ssh_private_key_file: {KEY}",
+        "      hosts:",
+    ]
+    for n in nodes:
+        lines += [
+            f"        {n.name}:",
+            f"          ansible_host: {n.mgmt_ip}",
+            "          cluster_fabric_interfaces:",
+            f"            - name: {FABRIC_IFNAME}",
+            f"              addresses: [{n.fabric_cidr}]",
+            f"              mtu: {FABRIC_MTU}",
+        ]
+    lines += ["    subnet_managers:", "      hosts:", f"        {nodes[0].name}:"]
+    if switch_port_:
+        lines += ["    switches:", "      hosts:", f"        {SWITCH_NAME}:",
+                  "          ansible_host: 127.0.0.1", f"          ansible_port: {switch_port_}"]
+    else:
+        lines += ["    switches:", "      hosts: {}"]
+    INVENTORY.write_text("\n".join(lines) + "\n")
+
+
+def up(n_hosts: int) -> dict:
+    if not 1 <= n_hosts <= MAX_HOSTS:
+        raise SystemExit(f"lab: --hosts must be 1..{MAX_HOSTS}, got {n_hosts}")
+    t0 = time.monotonic()
+    image = ensure_image(log)
+    nodes = [Node(i) for i in range(1, n_hosts + 1)]
+    want = {n.name for n in nodes}
+    running = {c["Names"][0]: c for c in containers()}
+    # Stale or surplus lab hosts (a crashed run, a different size) go first.
+    stale = [name for name, c in running.items() if name not in want or c.get("State") != "running"]
+    if stale:
+        log(f"lab: removing stale host(s): {' '.join(sorted(stale))}")
+        podman.run("rm", "-f", "-t", "5", *stale)
+    ensure_key()
+    ensure_networks()
+    todo = [n for n in nodes if n.name not in running or n.name in stale]
+    for n in todo:
+        start_node(n, image)
+    log(f"lab: {len(todo)} host(s) started, {len(nodes) - len(todo)} already running; waiting for SSH")
+    deadline = time.monotonic() + 120
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        list(pool.map(lambda n: wait_ssh(n, deadline), nodes))
+    port = start_switch()
+    write_inventory(nodes, port)
+    state = {"hosts": [n.name for n in nodes], "switch_port": port,
+             "inventory": str(INVENTORY), "seconds": round(time.monotonic() - t0, 1)}
+    (STATE_ROOT / "state.json").write_text(json.dumps(state, indent=2))
+    log(f"lab: up in {state['seconds']} s: {len(nodes)} host(s)"
+        + (f", switch on 127.0.0.1:{port}" if port else ", no switch emulator yet")
+        + f"; inventory {INVENTORY.relative_to(ROOT)}")
+    return state
+
+
+def status() -> int:
+    rows = containers()
+    if not rows and not networks() and switch_pid() is None:
+        log("lab: down (no container, network or emulator)")
+        return 1
+    for c in sorted(rows, key=lambda c: c["Names"][0]):
+        nets = ",".join(sorted(c.get("Networks") or []))
+        log(f"  {c['Names'][0]:12} {c.get('State', '?'):10} {nets}")
+    for net in networks():
+        log(f"  network {net}")
+    pid = switch_pid()
+    if pid:
+        log(f"  switch {SWITCH_NAME} emulator pid {pid} on 127.0.0.1:{switch_port()}")
+    if INVENTORY.exists():
+        log(f"  inventory {INVENTORY.relative_to(ROOT)}")
+    return 0
