@@ -1,0 +1,783 @@
+"""Configuration-mode command grammar.
+
+`apply_line` runs one config line against a mode stack (a list of `Node`s: the config root, then the
+blocks entered). Like NX-OS, a line not valid in the current sub-mode falls through to the parent modes;
+the mode it matched in becomes the current one (and a block it opens is entered). This is what lets
+`cisco.nxos.nxos_config` send a policy as a flat list with no `exit`.
+
+Errors are `CliError`s carrying the NX-OS message and the column of the `^` marker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .config import Node
+
+INVALID = "% Invalid command at '^' marker."
+INCOMPLETE = "% Incomplete command at '^' marker."
+MUTEX = "ERROR: bandwidth and priority are mutually exclusive in a class; remove {} first"
+
+# Mode kind -> prompt suffix shown as `host(<suffix>)#`.
+PROMPTS = {
+    "config": "config",
+    "if": "config-if",
+    "cmap-qos": "config-cmap-qos",
+    "pmap-qos": "config-pmap-qos",
+    "pmap-c-qos": "config-pmap-c-qos",
+    "pmap-nqos": "config-pmap-nqos",
+    "pmap-c-nqos": "config-pmap-nqos-c",
+    "pmap-que": "config-pmap-que",
+    "pmap-c-que": "config-pmap-c-que",
+    "sys-qos": "config-sys-qos",
+    "vrf": "config-vrf",
+}
+
+# System-defined classes of the two queueing schemes of a Nexus 9000 (4 or 8 queues).
+NQ_CLASSES = {f"c-nq{i}" for i in range(1, 4)} | {"c-nq-default"}
+NQ_CLASSES |= {f"c-8q-nq{i}" for i in range(1, 8)} | {"c-8q-nq-default"}
+QUEUE_CLASSES = {f"c-out-q{i}" for i in range(1, 4)} | {"c-out-q-default"}
+QUEUE_CLASSES |= {f"c-out-8q-q{i}" for i in range(1, 8)} | {"c-out-8q-q-default"}
+SYSTEM_POLICIES = {
+    "queuing": {"default-out-policy", "default-8q-out-policy"},
+    "network-qos": {"default-nq-policy", "default-8q-nq-policy"},
+    "qos": set(),
+}
+BREAKOUT_MAPS = {"10g-4x": 4, "25g-4x": 4, "50g-2x": 2, "100g-4x": 4, "100g-2x": 2}
+
+
+class CliError(Exception):
+    """A rejected line: `message` as NX-OS prints it; `column` places the `^` marker (None: no marker)."""
+
+    def __init__(self, message: str, column: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.column = column
+
+
+class NoMatch(Exception):
+    """The first keyword is not a command of this mode: try the parent mode."""
+
+
+@dataclass
+class Token:
+    text: str
+    col: int
+
+
+def tokenize(line: str) -> list[Token]:
+    return [Token(m.group(0), m.start()) for m in re.finditer(r"\S+", line)]
+
+
+def match_keyword(word: str, options: tuple[str, ...]) -> str | None:
+    """Full keyword for `word`: an exact match or a unique prefix (NX-OS accepts `conf t`)."""
+    low = word.lower()
+    if low in options:
+        return low
+    hits = [opt for opt in options if opt.startswith(low)]
+    return hits[0] if len(hits) == 1 else None
+
+
+class Args:
+    """A cursor over the tokens of one line."""
+
+    def __init__(self, line: str, tokens: list[Token], pos: int = 0):
+        self.line = line
+        self.tokens = tokens
+        self.pos = pos
+
+    def peek(self) -> Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def done(self) -> bool:
+        return self.pos >= len(self.tokens)
+
+    def _next(self) -> Token:
+        tok = self.peek()
+        if tok is None:
+            raise CliError(INCOMPLETE, len(self.line.rstrip()))
+        self.pos += 1
+        return tok
+
+    def first(self, *options: str) -> str:
+        """The command keyword: NoMatch (fall through) when this mode does not know it."""
+        tok = self.peek()
+        word = match_keyword(tok.text, options) if tok else None
+        if word is None:
+            raise NoMatch
+        self.pos += 1
+        return word
+
+    def kw(self, *options: str) -> str:
+        tok = self._next()
+        word = match_keyword(tok.text, options)
+        if word is None:
+            raise CliError(INVALID, tok.col)
+        return word
+
+    def try_kw(self, *options: str) -> str | None:
+        tok = self.peek()
+        if tok is None:
+            return None
+        word = match_keyword(tok.text, options)
+        if word is not None:
+            self.pos += 1
+        return word
+
+    def word(self) -> str:
+        return self._next().text
+
+    def number(self, low: int, high: int) -> int:
+        tok = self._next()
+        if not tok.text.isdigit():
+            raise CliError(INVALID, tok.col)
+        value = int(tok.text)
+        if not low <= value <= high:
+            raise CliError(f"% Invalid number, range is ({low}:{high}) at '^' marker.", tok.col)
+        return value
+
+    def number_list(self, low: int, high: int) -> list[int]:
+        """`24,26` or `24-26` or `3`: sorted, without duplicates."""
+        tok = self._next()
+        values: set[int] = set()
+        for part in tok.text.split(","):
+            bounds = part.split("-")
+            if not part or len(bounds) > 2 or not all(b.isdigit() for b in bounds):
+                raise CliError(INVALID, tok.col)
+            start, stop = int(bounds[0]), int(bounds[-1])
+            for value in (start, stop):
+                if not low <= value <= high:
+                    raise CliError(f"% Invalid number, range is ({low}:{high}) at '^' marker.", tok.col)
+            if start > stop:
+                raise CliError(INVALID, tok.col)
+            values.update(range(start, stop + 1))
+        return sorted(values)
+
+    def rest(self) -> str:
+        tok = self._next()
+        self.pos = len(self.tokens)
+        return self.line[tok.col :].strip()
+
+    def end(self) -> None:
+        tok = self.peek()
+        if tok is not None:
+            raise CliError(INVALID, tok.col)
+
+
+def format_list(values: list[int]) -> str:
+    """NX-OS prints value lists compactly: `24,26` or `24-26`."""
+    parts, index = [], 0
+    while index < len(values):
+        stop = index
+        while stop + 1 < len(values) and values[stop + 1] == values[stop] + 1:
+            stop += 1
+        if stop - index >= 2:
+            parts.append(f"{values[index]}-{values[stop]}")
+        else:
+            parts.extend(str(v) for v in values[index : stop + 1])
+        index = stop + 1
+    return ",".join(parts)
+
+
+# -- interface names --------------------------------------------------------------------------------
+_IF_PREFIXES = (
+    ("ethernet", "Ethernet"),
+    ("port-channel", "port-channel"),
+    ("loopback", "loopback"),
+    ("mgmt", "mgmt"),
+)
+
+
+def parse_interface(args: Args) -> tuple[str, Token]:
+    """`Ethernet1/1`, `ethernet 1/1`, `eth1/1`, `e1/1/2`, `port-channel10`, `mgmt0` -> canonical name."""
+    tok = args._next()
+    text = tok.text
+    match = re.fullmatch(r"([A-Za-z-]+)(\S*)", text)
+    if not match:
+        raise CliError("% Invalid interface format at '^' marker.", tok.col)
+    word, number = match.group(1).lower(), match.group(2)
+    if not number and not args.done():
+        number = args._next().text
+    for prefix, canonical in _IF_PREFIXES:
+        if prefix.startswith(word):
+            if canonical == "Ethernet" and re.fullmatch(r"\d+/\d+(/\d+)?", number):
+                return f"Ethernet{number}", tok
+            if canonical != "Ethernet" and re.fullmatch(r"\d+", number):
+                return f"{canonical}{number}", tok
+            break
+    raise CliError("% Invalid interface format at '^' marker.", tok.col)
+
+
+# -- references (what uses what) ---------------------------------------------------------------------
+def class_map_users(root: Node, name: str) -> list[str]:
+    users = []
+    for node in root.find_all("policy-map type qos "):
+        if node.find(f"class {name}") is not None:
+            users.append(node.key.rsplit(" ", 1)[1])
+    return users
+
+
+def policy_users(root: Node, ptype: str, name: str) -> list[str]:
+    wanted = {
+        "qos": "service-policy type qos input",
+        "network-qos": "service-policy type network-qos",
+        "queuing": "service-policy type queuing output",
+    }[ptype]
+    users = []
+    for node in root.children:
+        if node.kind in ("if", "sys-qos"):
+            attached = node.find(wanted)
+            if attached is not None and attached.text.rsplit(" ", 1)[1] == name:
+                users.append(node.text)
+    return users
+
+
+# -- modes ---------------------------------------------------------------------------------------------
+Handler = Callable[[Node, Node, Args, bool], "Node | None"]
+
+
+def _config(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    cmd = args.first(
+        "hostname", "feature", "interface", "class-map", "policy-map", "system", "priority-flow-control",
+        "vrf",
+    )
+    if cmd == "hostname":
+        if negate:
+            node.set_leaf("hostname", "hostname switch")
+            return None
+        name = args.word()
+        args.end()
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", name):
+            raise CliError("% Invalid hostname at '^' marker.", args.tokens[args.pos - 1].col)
+        node.set_leaf("hostname", f"hostname {name}")
+        return None
+    if cmd == "feature":
+        name = args.kw("lldp", "lacp", "interface-vlan", "udld", "bfd", "ospf", "bgp", "nxapi", "scp-server")
+        args.end()
+        if negate:
+            node.remove(f"feature {name}")
+        else:
+            node.set_leaf(f"feature {name}", f"feature {name}")
+        return None
+    if cmd == "interface":
+        return _config_interface(root, node, args, negate)
+    if cmd == "class-map":
+        return _config_class_map(root, node, args, negate)
+    if cmd == "policy-map":
+        return _config_policy_map(root, node, args, negate)
+    if cmd == "system":
+        args.kw("qos")
+        args.end()
+        if negate:
+            node.remove("system qos")
+            return None
+        return node.block("system qos", "system qos", "sys-qos")
+    if cmd == "vrf":
+        args.kw("context")
+        name = args.word()
+        args.end()
+        if negate:
+            node.remove(f"vrf context {name}")
+            return None
+        return node.block(f"vrf context {name}", f"vrf context {name}", "vrf")
+    # priority-flow-control (global PFC watchdog)
+    args.kw("watch-dog-interval")
+    key = "priority-flow-control watch-dog-interval"
+    if negate:
+        args.try_kw("on", "off")
+        args.end()
+        node.remove(key)
+        return None
+    state = args.kw("on", "off")
+    args.end()
+    node.set_leaf(key, f"{key} {state}")
+    return None
+
+
+def _config_interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    if args.try_kw("breakout"):
+        args.kw("module")
+        module = args.number(1, 32)
+        args.kw("port")
+        port = args.number(1, 64)
+        key = f"interface breakout module {module} port {port}"
+        parent = f"Ethernet{module}/{port}"
+        if negate:
+            args.try_kw("map")
+            if args.try_kw(*BREAKOUT_MAPS):
+                pass
+            args.end()
+            if node.remove(key):
+                for child in node.find_all(f"interface {parent}/"):
+                    node.remove(child.key)
+                node.block(f"interface {parent}", f"interface {parent}", "if")
+            return None
+        args.kw("map")
+        mapping = args.kw(*BREAKOUT_MAPS)
+        args.end()
+        if node.find(f"interface {parent}") is None and node.find(key) is None:
+            raise CliError(f"ERROR: Interface {parent} does not exist")
+        if node.find(key) is None:
+            node.remove(f"interface {parent}")
+            for lane in range(1, BREAKOUT_MAPS[mapping] + 1):
+                name = f"{parent}/{lane}"
+                node.block(f"interface {name}", f"interface {name}", "if")
+        node.set_leaf(key, f"{key} map {mapping}")
+        return None
+    name, tok = parse_interface(args)
+    args.end()
+    key = f"interface {name}"
+    existing = node.find(key)
+    if negate:
+        if name.startswith(("Ethernet", "mgmt")):
+            raise CliError(f"ERROR: Cannot remove physical interface {name}")
+        node.remove(key)
+        return None
+    if existing is None and name.startswith(("Ethernet", "mgmt")):
+        raise CliError("% Invalid interface format at '^' marker.", tok.col)
+    return node.block(key, key, "if")
+
+
+def _config_class_map(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.kw("type")
+    ctype = args.kw("qos")
+    match_type = args.try_kw("match-all", "match-any")
+    name = args.word()
+    args.end()
+    key = f"class-map type {ctype} {name}"
+    existing = node.find(key)
+    if negate:
+        if existing is None:
+            raise CliError(f"ERROR: class-map {name} does not exist")
+        users = class_map_users(root, name)
+        if users:
+            raise CliError(f"ERROR: class-map {name} is being referenced by policy-map {', '.join(users)}")
+        node.remove(key)
+        return None
+    match_type = match_type or "match-all"
+    text = f"class-map type {ctype} {match_type} {name}"
+    if existing is not None and existing.text != text:
+        raise CliError(f"ERROR: class-map {name} exists with a different match type")
+    return node.block(key, text, "cmap-qos")
+
+
+def _config_policy_map(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.kw("type")
+    ptype = args.kw("qos", "network-qos", "queuing")
+    name = args.word()
+    args.end()
+    key = f"policy-map type {ptype} {name}"
+    if name in SYSTEM_POLICIES[ptype]:
+        raise CliError(f"ERROR: {name} is a system-defined policy-map and cannot be modified")
+    if negate:
+        if node.find(key) is None:
+            raise CliError(f"ERROR: policy-map {name} does not exist")
+        users = policy_users(root, ptype, name)
+        if users:
+            raise CliError(f"ERROR: policy-map {name} is attached to {', '.join(users)}")
+        node.remove(key)
+        return None
+    kind = {"qos": "pmap-qos", "network-qos": "pmap-nqos", "queuing": "pmap-que"}[ptype]
+    return node.block(key, key, kind)
+
+
+def _interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    cmd = args.first(
+        "mtu", "description", "shutdown", "priority-flow-control", "service-policy", "vrf", "switchport",
+    )
+    is_mgmt = node.key.startswith("interface mgmt")
+    if cmd == "mtu":
+        if negate:
+            if not args.done():
+                args.number(576, 9216)
+            args.end()
+            node.remove("mtu")
+            return None
+        tok = args.peek()
+        mtu = args.number(576, 9216)
+        args.end()
+        if mtu % 2:
+            raise CliError("% Invalid value, MTU must be an even number at '^' marker.",
+                           tok.col if tok else None)
+        if mtu == 1500:
+            node.remove("mtu")  # the default is not shown in the running config
+        else:
+            node.set_leaf("mtu", f"mtu {mtu}")
+        return None
+    if cmd == "description":
+        if negate:
+            node.remove("description")
+            return None
+        node.set_leaf("description", f"description {args.rest()}")
+        return None
+    if cmd == "shutdown":
+        args.end()
+        if negate:
+            node.remove("shutdown")
+        else:
+            node.set_leaf("shutdown", "shutdown")
+        return None
+    if cmd == "vrf":
+        args.kw("member")
+        name = args.word()
+        args.end()
+        if negate:
+            node.remove("vrf member")
+        else:
+            node.set_leaf("vrf member", f"vrf member {name}")
+        return None
+    if cmd == "switchport":
+        if is_mgmt:
+            raise CliError(INVALID, args.tokens[args.pos - 1].col)
+        args.end()
+        if negate:
+            node.remove("switchport")
+        else:
+            node.set_leaf("switchport", "switchport")
+        return None
+    if is_mgmt:
+        raise CliError(INVALID, args.tokens[args.pos - 1].col)
+    if cmd == "priority-flow-control":
+        sub = args.kw("mode", "watch-dog-interval")
+        if sub == "mode":
+            key = "priority-flow-control mode"
+            if negate:
+                args.try_kw("auto", "on", "off")
+                args.end()
+                node.remove(key)
+                return None
+            mode = args.kw("auto", "on", "off")
+            args.end()
+            if mode == "auto":
+                node.remove(key)  # auto is the default
+            else:
+                node.set_leaf(key, f"{key} {mode}")
+            return None
+        key = "priority-flow-control watch-dog-interval"
+        if negate:
+            args.try_kw("on", "off")
+            args.end()
+            node.remove(key)
+            return None
+        state = args.kw("on", "off")
+        args.end()
+        node.set_leaf(key, f"{key} {state}")
+        return None
+    # service-policy type qos input NAME
+    args.kw("type")
+    ptype = args.kw("qos", "queuing")
+    direction = args.kw("input", "output") if ptype == "queuing" else args.kw("input")
+    key = f"service-policy type {ptype} {direction}"
+    if negate:
+        if not args.done():
+            name = args.word()
+            args.end()
+            current = node.find(key)
+            if current is None or current.text.rsplit(" ", 1)[1] != name:
+                raise CliError(f"ERROR: policy-map {name} is not attached to this interface")
+        node.remove(key)
+        return None
+    tok = args.peek()
+    name = args.word()
+    args.end()
+    if root.find(f"policy-map type {ptype} {name}") is None and name not in SYSTEM_POLICIES[ptype]:
+        raise CliError(f"% policy-map {name} does not exist at '^' marker.", tok.col if tok else None)
+    node.set_leaf(key, f"{key} {name}")
+    return None
+
+
+def _cmap_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    if args.first("match", "description") == "description":
+        if negate:
+            node.remove("description")
+        else:
+            node.set_leaf("description", f"description {args.rest()}")
+        return None
+    what = args.kw("dscp", "cos", "precedence")
+    limits = {"dscp": 63, "cos": 7, "precedence": 7}[what]
+    key = f"match {what}"
+    if negate:
+        if not args.done():
+            args.number_list(0, limits)
+        args.end()
+        node.remove(key)
+        return None
+    values = args.number_list(0, limits)
+    args.end()
+    node.set_leaf(key, f"match {what} {format_list(values)}")
+    return None
+
+
+def _pmap_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("class")
+    if args.try_kw("type"):
+        args.kw("qos")
+    tok = args.peek()
+    name = args.word()
+    args.end()
+    key = f"class {name}"
+    if negate:
+        if not node.remove(key):
+            raise CliError(f"ERROR: class {name} is not in this policy-map")
+        return None
+    if name != "class-default" and root.find(f"class-map type qos {name}") is None:
+        raise CliError(f"% class-map {name} does not exist at '^' marker.", tok.col if tok else None)
+    return node.block(key, key, "pmap-c-qos")
+
+
+def _pmap_c_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("set")
+    what = args.kw("qos-group", "dscp", "cos")
+    key = f"set {what}"
+    if negate:
+        if not args.done():
+            args.number(0, 63)
+        args.end()
+        node.remove(key)
+        return None
+    value = args.number(0, 63 if what == "dscp" else 7)
+    args.end()
+    node.set_leaf(key, f"set {what} {value}")
+    return None
+
+
+def _pmap_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("class")
+    args.kw("type")
+    args.kw("network-qos")
+    tok = args.peek()
+    name = args.word()
+    args.end()
+    key = f"class type network-qos {name}"
+    if name not in NQ_CLASSES:
+        raise CliError(f"% Invalid class-map {name} at '^' marker.", tok.col if tok else None)
+    if negate:
+        if not node.remove(key):
+            raise CliError(f"ERROR: class {name} is not in this policy-map")
+        return None
+    return node.block(key, key, "pmap-c-nqos")
+
+
+def _pmap_c_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    cmd = args.first("mtu", "pause", "congestion-control")
+    if cmd == "mtu":
+        if negate:
+            if not args.done():
+                args.number(1500, 9216)
+            args.end()
+            node.remove("mtu")
+            return None
+        mtu = args.number(1500, 9216)
+        args.end()
+        node.set_leaf("mtu", f"mtu {mtu}")
+        return None
+    if cmd == "pause":
+        args.kw("pfc-cos")
+        key = "pause pfc-cos"
+        if negate:
+            if not args.done():
+                args.number_list(0, 7)
+            args.end()
+            node.remove(key)
+            return None
+        values = args.number_list(0, 7)
+        args.end()
+        node.set_leaf(key, f"pause pfc-cos {format_list(values)}")
+        return None
+    args.kw("random-detect")
+    args.end()
+    if negate:
+        node.remove("congestion-control")
+    else:
+        node.set_leaf("congestion-control", "congestion-control random-detect")
+    return None
+
+
+def _pmap_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("class")
+    args.kw("type")
+    args.kw("queuing")
+    tok = args.peek()
+    name = args.word()
+    args.end()
+    key = f"class type queuing {name}"
+    if name not in QUEUE_CLASSES:
+        raise CliError(f"% Invalid class-map {name} at '^' marker.", tok.col if tok else None)
+    if negate:
+        if not node.remove(key):
+            raise CliError(f"ERROR: class {name} is not in this policy-map")
+        return None
+    return node.block(key, key, "pmap-c-que")
+
+
+def _pmap_c_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    cmd = args.first("bandwidth", "priority", "random-detect", "shape")
+    if cmd == "bandwidth":
+        if negate:
+            args.pos = len(args.tokens)
+            node.remove("bandwidth")
+            return None
+        args.kw("remaining")
+        args.kw("percent")
+        value = args.number(0, 100)
+        args.end()
+        if node.find("priority") is not None:
+            raise CliError(MUTEX.format("priority"))
+        node.set_leaf("bandwidth", f"bandwidth remaining percent {value}")
+        return None
+    if cmd == "priority":
+        if negate:
+            args.pos = len(args.tokens)
+            node.remove("priority")
+            return None
+        args.kw("level")
+        level = args.number(1, 7)
+        args.end()
+        if node.find("bandwidth") is not None:
+            raise CliError(MUTEX.format("bandwidth"))
+        node.set_leaf("priority", f"priority level {level}")
+        return None
+    if cmd == "shape":
+        if negate:
+            args.pos = len(args.tokens)
+            node.remove("shape")
+            return None
+        args.kw("min")
+        low = args.number(0, 400000000)
+        unit = args.kw("kbps", "mbps", "gbps")
+        args.kw("max")
+        high = args.number(0, 400000000)
+        unit2 = args.kw("kbps", "mbps", "gbps")
+        args.end()
+        node.set_leaf("shape", f"shape min {low} {unit} max {high} {unit2}")
+        return None
+    # random-detect minimum-threshold N UNIT maximum-threshold N UNIT drop-probability P weight W [ecn]
+    if negate:
+        args.pos = len(args.tokens)
+        node.remove("random-detect")
+        return None
+    args.kw("minimum-threshold")
+    low = args.number(1, 52428800)
+    low_unit = args.kw("bytes", "kbytes", "mbytes")
+    args.kw("maximum-threshold")
+    high_tok = args.peek()
+    high = args.number(1, 52428800)
+    high_unit = args.kw("bytes", "kbytes", "mbytes")
+    args.kw("drop-probability")
+    prob = args.number(0, 100)
+    args.kw("weight")
+    weight = args.number(0, 15)
+    ecn = args.try_kw("ecn")
+    args.end()
+    scale = {"bytes": 1, "kbytes": 1024, "mbytes": 1024 * 1024}
+    if low * scale[low_unit] > high * scale[high_unit]:
+        raise CliError(
+            "% Invalid value, maximum-threshold is below minimum-threshold at '^' marker.",
+            high_tok.col if high_tok else None,
+        )
+    text = (
+        f"random-detect minimum-threshold {low} {low_unit} maximum-threshold {high} {high_unit} "
+        f"drop-probability {prob} weight {weight}"
+    )
+    node.set_leaf("random-detect", f"{text} ecn" if ecn else text)
+    return None
+
+
+def _sys_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("service-policy")
+    args.kw("type")
+    ptype = args.kw("network-qos", "queuing", "qos")
+    if ptype == "queuing":
+        direction = args.kw("output", "input")
+        key = f"service-policy type queuing {direction}"
+    elif ptype == "qos":
+        args.kw("input")
+        key = "service-policy type qos input"
+    else:
+        key = "service-policy type network-qos"
+    if negate:
+        if not args.done():
+            args.word()
+        args.end()
+        node.remove(key)
+        return None
+    tok = args.peek()
+    name = args.word()
+    args.end()
+    if root.find(f"policy-map type {ptype} {name}") is None and name not in SYSTEM_POLICIES[ptype]:
+        raise CliError(f"% policy-map {name} does not exist at '^' marker.", tok.col if tok else None)
+    if name in SYSTEM_POLICIES[ptype]:
+        node.remove(key)  # attaching the system default shows as no line at all
+    else:
+        node.set_leaf(key, f"{key} {name}")
+    return None
+
+
+def _vrf(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    args.first("description")
+    if negate:
+        node.remove("description")
+    else:
+        node.set_leaf("description", f"description {args.rest()}")
+    return None
+
+
+HANDLERS: dict[str, Handler] = {
+    "config": _config,
+    "if": _interface,
+    "cmap-qos": _cmap_qos,
+    "pmap-qos": _pmap_qos,
+    "pmap-c-qos": _pmap_c_qos,
+    "pmap-nqos": _pmap_nqos,
+    "pmap-c-nqos": _pmap_c_nqos,
+    "pmap-que": _pmap_que,
+    "pmap-c-que": _pmap_c_que,
+    "sys-qos": _sys_qos,
+    "vrf": _vrf,
+}
+
+
+def mode_kind(node: Node) -> str:
+    return node.kind or "config"
+
+
+def apply_line(stack: list[Node], line: str) -> list[Node]:
+    """Apply one config line (not `end`/`exit`/`do`) to the tree; return the new mode stack.
+
+    Tries the deepest mode first, then each parent (fall-through). Raises CliError.
+    """
+    tokens = tokenize(line)
+    if not tokens:
+        return stack
+    negate = tokens[0].text.lower() == "no"
+    start = 1 if negate else 0
+    if negate and len(tokens) == 1:
+        raise CliError(INCOMPLETE, len(line.rstrip()))
+    root = stack[0]
+    for level in range(len(stack) - 1, -1, -1):
+        node = stack[level]
+        args = Args(line, tokens, start)
+        try:
+            entered = HANDLERS[mode_kind(node)](root, node, args, negate)
+        except NoMatch:
+            continue
+        new_stack = stack[: level + 1]
+        if entered is not None:
+            new_stack.append(entered)
+        return new_stack
+    raise CliError(INVALID, tokens[start].col)
+
+
+def replay(root: Node, text: str) -> None:
+    """Load config text (as `show running-config` prints it) into `root`, using indentation for modes."""
+    from .config import parse_indented
+
+    stack = [root]
+    for depth, line in parse_indented(text):
+        stack = stack[: depth + 1]
+        try:
+            stack = apply_line(stack, line)
+        except CliError as exc:
+            raise ValueError(f"cannot load config line {line!r}: {exc.message}") from exc
