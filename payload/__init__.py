@@ -1,0 +1,1 @@
+"""GPT-2 pretraining payload: `torchrun payload/train.py --help`."""

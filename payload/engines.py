@@ -1,0 +1,212 @@
+"""The two ways to run the same training step: torch DDP, or a DeepSpeed ZeRO engine.
+
+Both expose the same small surface to train.py: `forward_backward` (one micro-batch), `step` (optimizer
+step at an accumulation boundary), `evaluate_loss`, `save`/`load` of a checkpoint and `export_hf`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .config import TrainConfig
+from .model import param_groups
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    # fp32 softmax even under bf16 autocast: the loss is what we report and compare across runs.
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)
+
+
+class DDPEngine:
+    name = "ddp"
+
+    def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
+        self.cfg, self.device = cfg, device
+        self.raw = model.to(device)  # the bare module: checkpoints and exports use its state_dict
+        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext())
+        module = torch.compile(self.raw) if cfg.compile else self.raw
+        if world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            module = DDP(module, device_ids=[device.index] if device.type == "cuda" else None)
+        self.model = module
+        self.distributed = world_size > 1
+        self.optimizer = torch.optim.AdamW(param_groups(self.raw, cfg.weight_decay), lr=cfg.lr,
+                                           betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
+        # Gradients are all-reduced only on the last micro-batch of an optimizer step.
+        sync = contextlib.nullcontext() if boundary or not self.distributed else self.model.no_sync()
+        with sync:
+            with self.autocast:
+                loss = lm_loss(self.model(input_ids=x).logits, y)
+            (loss / self.cfg.grad_accum).backward()
+        return loss.detach()
+
+    def step(self, lr: float | None) -> float:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def current_lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    @torch.no_grad()
+    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.raw.eval()
+        with self.autocast:
+            loss = lm_loss(self.raw(input_ids=x).logits, y)
+        self.raw.train()
+        return loss
+
+    # Model and optimizer are identical on every rank, so one writer per node is enough (see train.py).
+    def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
+        if writer:
+            _atomic_save(self.raw.state_dict(), ckpt_dir / "model.pt")
+            _atomic_save(self.optimizer.state_dict(), ckpt_dir / "optimizer.pt")
+            (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    def load(self, ckpt_dir: Path) -> dict:
+        self.raw.load_state_dict(torch.load(ckpt_dir / "model.pt", map_location=self.device))
+        self.optimizer.load_state_dict(torch.load(ckpt_dir / "optimizer.pt", map_location=self.device))
+        return json.loads((ckpt_dir / "trainer.json").read_text())
+
+    def export_hf(self, path: Path, writer: bool) -> None:
+        if writer:
+            self.raw.save_pretrained(str(path))
+
+
+def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool, node_local_ckpt: bool) -> dict:
+    """The DeepSpeed config: the user's JSON if given (batch keys filled in), else built from our options."""
+    batch = {
+        "train_micro_batch_size_per_gpu": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.grad_accum,
+        "train_batch_size": cfg.batch_size * cfg.grad_accum * world_size,
+    }
+    if cfg.ds_config:
+        ds = json.loads(Path(cfg.ds_config).read_text())
+        for key, value in batch.items():
+            if ds.get(key, "auto") not in ("auto", value):
+                raise ValueError(f"{cfg.ds_config}: {key}={ds[key]} but the trainer's options give {value}")
+            ds[key] = value
+        ds.setdefault("zero_allow_untested_optimizer", True)
+    else:
+        zero: dict = {"stage": cfg.zero_stage}
+        if cfg.offload_optimizer:
+            zero["offload_optimizer"] = {"device": "cpu"}
+        ds = {
+            **batch,
+            "gradient_clipping": cfg.grad_clip,
+            "zero_optimization": zero,
+            "bf16": {"enabled": bf16},
+            # We hand DeepSpeed a torch AdamW: declaring the optimizer in the config would JIT-build
+            # fused_adam / cpu_adam (~50 s each on first use).
+            "zero_allow_untested_optimizer": True,
+            "steps_per_print": 1 << 30,
+        }
+    # Every node keeps the model states it needs to resume when out_dir is not shared between nodes.
+    ds.setdefault("checkpoint", {}).setdefault("use_node_local_storage", node_local_ckpt)
+    return ds
+
+
+class DeepSpeedEngine:
+    name = "deepspeed"
+
+    def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool,
+                 node_local_ckpt: bool):
+        import deepspeed
+
+        self.cfg, self.device = cfg, device
+        self.ds_config = deepspeed_config(cfg, world_size, bf16, node_local_ckpt)
+        optimizer = None  # a config that declares "optimizer" gets DeepSpeed's own
+        if "optimizer" not in self.ds_config:
+            groups = param_groups(model, cfg.weight_decay)
+            if cfg.offload_optimizer:  # optimizer state lives on the CPU: DeepSpeed insists on its CPU Adam
+                from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+                optimizer = DeepSpeedCPUAdam(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), adamw_mode=True)
+            else:
+                optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+        # The payload sets the learning rate itself unless the JSON config brings a scheduler.
+        self.owns_lr = "scheduler" not in self.ds_config
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model.to(device), optimizer=optimizer,
+                                                                 config=self.ds_config)
+        self.zero_stage = self.engine.zero_optimization_stage()
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
+        loss = lm_loss(self.engine(input_ids=x).logits, y)
+        self.engine.backward(loss)  # scales by 1/grad_accum and reduces at the boundary itself
+        if not boundary:
+            self.engine.step()  # DeepSpeed counts every micro-batch; off the boundary this only advances it
+        return loss.detach()
+
+    def step(self, lr: float | None) -> float:
+        if self.owns_lr:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    def current_lr(self) -> float:
+        return self.engine.get_lr()[0]
+
+    @torch.no_grad()
+    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.engine.eval()
+        loss = lm_loss(self.engine(input_ids=x).logits, y)
+        self.engine.train()
+        return loss
+
+    def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
+        # Collective: every rank writes its own ZeRO partition; DeepSpeed writes <root>/latest.
+        self.engine.save_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name, client_state={"trainer": meta},
+                                    save_latest=False)
+        if writer:
+            (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    def load(self, ckpt_dir: Path) -> dict:
+        path, client = self.engine.load_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+        if path is None:
+            raise RuntimeError(f"DeepSpeed could not load the checkpoint in {ckpt_dir}")
+        return client["trainer"]
+
+    def export_hf(self, path: Path, writer: bool) -> None:
+        """A consolidated Hugging Face directory. ZeRO-3 shards parameters, so gather them first (collective)."""
+        module = self.engine.module
+        gather = contextlib.nullcontext()
+        if self.zero_stage == 3:
+            import deepspeed
+
+            gather = deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None)
+        with gather:
+            if writer:
+                state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
+                module.save_pretrained(str(path), state_dict=state)
+
+
+def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
+    """Offline: merge a DeepSpeed checkpoint's ZeRO partitions (all on this disk) into `model` and save it."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # lm_head.weight is tied to the token embedding and is stored once.
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+        raise RuntimeError(f"checkpoint does not match the model: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    model.save_pretrained(str(export_dir))

@@ -1,0 +1,624 @@
+"""GPT-2 pretraining on one or many nodes with torch DDP or DeepSpeed ZeRO, on GPUs or CPUs.
+
+Rank, world size and master address come only from the torchrun environment.
+
+  # one node, 8 GPUs (or 2 CPU ranks)
+  torchrun --standalone --nproc_per_node=8 payload/train.py --data=corpus/ --model=gpt2 --out_dir=runs/r1
+
+  # two nodes: the same line on both, only --rdzv-conf/--local-addr differ (see payload/README.md)
+  TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 NCCL_SOCKET_IFNAME=ens192 GLOO_SOCKET_IFNAME=ens192 \
+  torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 \
+      --rdzv-conf is_host=1 --local-addr=10.0.0.1 payload/train.py --engine=deepspeed --zero_stage=2 ...
+
+  # afterwards
+  python payload/train.py generate --out_dir=runs/r1 --prompt="ROMEO:"
+  python payload/train.py export --out_dir=runs/r1      # DeepSpeed checkpoint -> Hugging Face dir
+
+Commands: train (default), generate, export. Options are --key=value (or --config=file.json|yaml):
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+# Never reach for the Hugging Face hub: everything comes from local directories.
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")  # set explicitly: silences the fork warning
+
+if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): import the siblings as `payload`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from payload import data as D
+from payload.config import (
+    ConfigError,
+    ExportConfig,
+    GenerateConfig,
+    TrainConfig,
+    describe,
+    from_dict,
+    parse_args,
+    to_dict,
+)
+from payload.model import build_model, count_params, device_peak_flops, flops_per_token, lr_at, mfu
+
+RESULT_SCHEMA = 1
+
+
+@dataclass
+class Dist:
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    device: torch.device
+    backend: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(cfg: TrainConfig) -> Dist:
+    """Join the process group torchrun set up (a group of one for plain `python train.py`)."""
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    world, local_world = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    backend = cfg.backend if cfg.backend != "auto" else ("nccl" if cuda else "gloo")
+    # gloo's default timeout is 30 minutes: a hung peer must fail the job much sooner than that.
+    timeout = timedelta(seconds=cfg.pg_timeout)
+    if cfg.engine == "deepspeed":
+        if not cuda:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        import deepspeed
+
+        # DeepSpeed's shared-memory collectives (inference only) cost a ~30 s compile at every start.
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        deepspeed.init_distributed(dist_backend=backend, timeout=timeout, verbose=False)
+    else:
+        dist.init_process_group(backend, timeout=timeout, device_id=device if cuda else None)
+    return Dist(rank, local_rank, world, local_world, device, backend)
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("torch", "transformers", "tokenizers", "datasets", "deepspeed", "numpy"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+class MetricsLog:
+    """Append-only JSON lines shared by the ranks of a node: one os.write per line on an O_APPEND file,
+    so lines from different ranks never interleave."""
+
+    def __init__(self, path: Path, rank: int):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.rank = rank
+
+    def write(self, **record) -> None:
+        record = {"time": round(time.time(), 3), "rank": self.rank, **record}
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+class Trainer:
+    """Everything a run needs, set up in __init__; `run()` is the training loop, `step_once()` one step."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.t_launch = time.time()
+        self.cfg = cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.dist = d = init_distributed(cfg)
+        self.rank, self.world = d.rank, d.world_size
+        self.master = d.rank == 0
+        self.out = Path(cfg.out_dir).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.writer = self._choose_writers()
+        if self.writer:
+            _write_json(self.out / "config.json", to_dict(cfg))
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", d.rank)
+        self.log(f"world: {self.world} ranks ({self.world // d.local_world_size} nodes), backend {d.backend}, "
+                 f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}")
+
+        self.tok, tokens = self._prepare_data()
+        self.blocks = D.Blocks(tokens, cfg.block_size)
+        train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+        self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+        self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        self.log(f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+                 f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch")
+
+        cuda = d.device.type == "cuda"
+        self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
+        # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
+        # a different stream per rank for dropout.
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg, len(self.tok), self.tok.convert_tokens_to_ids(D.EOS), log=self.log)
+        torch.manual_seed(cfg.seed + d.rank)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no tqdm bars in the logs the playbook collects
+        self.n_params, n_matmul = count_params(model)
+        mc = model.config
+        self.flops_per_token = flops_per_token(n_matmul, mc.n_layer, mc.n_embd, cfg.block_size)
+        self.peak_flops, peak_src = device_peak_flops(d.device, self.bf16, torch.get_num_threads(),
+                                                      cfg.peak_tflops)
+        self.log(f"model: {self.n_params / 1e6:.1f}M parameters, {mc.n_layer} layers, {mc.n_embd} wide, "
+                 f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
+                 f"TFLOPS/rank ({peak_src})")
+        if cfg.engine == "deepspeed":
+            from payload.engines import DeepSpeedEngine
+
+            self.engine = DeepSpeedEngine(model, cfg, d.device, d.world_size, self.bf16,
+                                          node_local_ckpt=not self.shared)
+        else:
+            from payload.engines import DDPEngine
+
+            self.engine = DDPEngine(model, cfg, d.device, d.world_size, self.bf16)
+
+        self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
+        self.step, self.tokens_seen, self.start_step = 0, 0, 0
+        self.ckpt_root = self.out / "checkpoints"
+        self.resumed_from = self._resume() if cfg.resume else None
+        self.start_step = self.step
+        self.log(f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
+                 f"tokens x {cfg.grad_accum} accum x {d.world_size} ranks")
+
+        self.stop_signal = 0
+        self.val_loss_first = self.val_loss = self.train_loss = None
+        self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
+        self._interval = {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=d.device), "comm": [], "norm": 0.0}
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def log(self, msg: str) -> None:
+        if self.master:
+            print(msg, flush=True)
+
+    def _all_reduce(self, values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64 if self.dist.backend == "gloo" else torch.float32,
+                         device=self.dist.device)
+        dist.all_reduce(t, op=op)
+        return t.tolist()
+
+    def _choose_writers(self) -> bool:
+        """Does every node see rank 0's out_dir (a shared file system)? Then rank 0 alone writes the
+        files that are the same on all ranks; otherwise local rank 0 of each node does."""
+        token = [secrets.token_hex(8) if self.master else None]
+        dist.broadcast_object_list(token, src=0)  # (rank 0 already knows it; the others learn it)
+        probe = self.out / f".probe-{token[0]}"
+        if self.master:
+            probe.write_text(token[0])
+        dist.barrier()
+        seen = probe.exists()
+        self.shared = self._all_reduce([float(seen)], dist.ReduceOp.MIN)[0] == 1.0
+        dist.barrier()
+        if self.master:
+            probe.unlink()
+        return self.master if self.shared else self.dist.local_rank == 0
+
+    def _prepare_data(self):
+        """Tokenizer from rank 0 to everyone; the packed token cache built once per node."""
+        cfg, d = self.cfg, self.dist
+        tok_dir = self.out / "tokenizer"
+        tok_json = [None]
+        if self.master:
+            if tok_dir.exists():  # a resumed run keeps its vocabulary
+                tok = D.load_tokenizer(str(tok_dir))
+            elif cfg.tokenizer:
+                tok = D.load_tokenizer(cfg.tokenizer)
+            elif cfg.init_from and Path(cfg.init_from, "tokenizer.json").exists():
+                tok = D.load_tokenizer(cfg.init_from)
+            else:
+                t0 = time.time()
+                tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
+                self.log(f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data} "
+                         f"in {time.time() - t0:.1f} s")
+            if tok.convert_tokens_to_ids(D.EOS) is None:
+                raise ValueError(f"tokenizer has no {D.EOS} token to separate documents")
+            tok_json = [tok.backend_tokenizer.to_str()]
+        dist.broadcast_object_list(tok_json, src=0)
+        if not self.master:
+            tok = D.tokenizer_from_json(tok_json[0])
+        if self.writer:
+            D.save_tokenizer(tok, tok_dir)
+
+        cache = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"
+        if d.local_rank == 0:
+            t0 = time.time()
+            path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)
+            self.log(f"data: token cache {path} ({time.time() - t0:.1f} s)")
+        dist.barrier()
+        if d.local_rank != 0:
+            path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)  # finds the file just written
+        tokens = D.load_tokens(path)
+        lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX)
+        if -lo != hi:
+            raise RuntimeError(f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the "
+                               "same on every node?")
+        return tok, tokens
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self) -> Path:
+        t0 = time.time()
+        ckpt = self.ckpt_root / f"step_{self.step:07d}"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        meta = {"step": self.step, "tokens_seen": self.tokens_seen, "sampler": self.sampler.state_dict(),
+                "world_size": self.world, "engine": self.engine.name, "config": to_dict(self.cfg)}
+        self.engine.save(ckpt, meta, self.writer)
+        torch.save(_rng_state(), ckpt / f"rng_rank{self.rank}.pt")
+        if self.writer:
+            shutil.copytree(self.out / "tokenizer", ckpt / "tokenizer", dirs_exist_ok=True)
+        dist.barrier()  # every rank's part is on disk before `latest` points at it
+        if self.writer:
+            tmp = self.ckpt_root / ".latest.tmp"
+            tmp.write_text(ckpt.name + "\n")
+            tmp.replace(self.ckpt_root / "latest")
+            old = sorted(p for p in self.ckpt_root.glob("step_*") if p.is_dir())[: -self.cfg.keep_ckpts]
+            for p in old:
+                shutil.rmtree(p, ignore_errors=True)
+        self.log(f"checkpoint: {ckpt} ({time.time() - t0:.1f} s)")
+        return ckpt
+
+    def _resume(self) -> str | None:
+        latest = self.ckpt_root / "latest"
+        tag = latest.read_text().strip() if latest.exists() else ""
+        found = self._all_reduce([1.0 if tag else 0.0], dist.ReduceOp.MIN)[0]
+        if not found:
+            if tag:
+                raise RuntimeError("only some nodes have a checkpoint in out_dir: cannot resume consistently")
+            return None
+        ckpt = self.ckpt_root / tag
+        meta = self.engine.load(ckpt)
+        saved = meta["config"]
+        for key in ("model", "block_size", "batch_size", "grad_accum", "engine", "zero_stage", "data"):
+            if saved.get(key) != getattr(self.cfg, key):
+                self.log(f"resume: warning: {key} was {saved.get(key)!r}, now {getattr(self.cfg, key)!r}")
+        if meta["world_size"] != self.world:
+            self.log(f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes")
+        self.step, self.tokens_seen = meta["step"], meta["tokens_seen"]
+        self.sampler.load_state_dict(meta["sampler"])
+        rng = ckpt / f"rng_rank{self.rank}.pt"
+        if rng.exists():
+            _set_rng_state(torch.load(rng, weights_only=False))
+        steps = self._all_reduce([-self.step, self.step], dist.ReduceOp.MAX)
+        if -steps[0] != steps[1]:
+            raise RuntimeError(f"ranks resumed at different steps {-steps[0]:.0f}..{steps[1]:.0f}")
+        self.log(f"resume: {ckpt} at step {self.step}, {self.tokens_seen:,} tokens seen")
+        return str(ckpt)
+
+    # ------------------------------------------------------------------------------------------ training
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.blocks.batch(self.sampler.next_ids())
+        dev = self.dist.device
+        return (torch.from_numpy(x).to(dev, non_blocking=True), torch.from_numpy(y).to(dev, non_blocking=True))
+
+    def train_step(self) -> tuple[torch.Tensor, float, float | None]:
+        """One optimizer step: grad_accum micro-batches, then the update. Returns (mean loss, grad norm,
+        exposed communication ms or None).
+
+        Exposed communication = time of the synchronising micro-batch minus a no_sync one, so it is
+        measurable only with grad_accum >= 2. On GPUs that needs a device sync, so it is taken on the last
+        step of each log interval only.
+        """
+        cfg, dev = self.cfg, self.dist.device
+        measure = cfg.grad_accum > 1 and (dev.type != "cuda" or (self.step + 1) % cfg.log_interval == 0)
+        lr = lr_at(self.step, cfg)
+        loss = torch.zeros((), device=dev)
+        t_sync, t_nosync = 0.0, 0.0
+        for micro in range(cfg.grad_accum):
+            boundary = micro == cfg.grad_accum - 1
+            x, y = self.next_batch()
+            t0 = time.perf_counter()
+            loss += self.engine.forward_backward(x, y, boundary)
+            if measure:
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                dt = time.perf_counter() - t0
+                if boundary:
+                    t_sync = dt
+                else:
+                    t_nosync += dt / (cfg.grad_accum - 1)
+        norm = self.engine.step(lr)
+        comm_ms = max(0.0, t_sync - t_nosync) * 1000 if measure else None
+        return loss / cfg.grad_accum, norm, comm_ms
+
+    def agree_to_stop(self) -> int:
+        """Signals reach ranks at slightly different moments; every rank must stop after the same step."""
+        return int(self._all_reduce([float(self.stop_signal)], dist.ReduceOp.MAX)[0])
+
+    def step_once(self) -> int:
+        """One training step with its bookkeeping and metrics; returns a signal number if we must stop."""
+        t0 = time.perf_counter()
+        loss, norm, comm_ms = self.train_step()
+        self.step += 1
+        self.tokens_seen += self.tokens_per_step
+        stop = self.agree_to_stop()
+        dt = time.perf_counter() - t0
+        if self.step > self.start_step + 1:  # the first step pays for allocation and warm-up
+            self.train_time += dt
+            self.train_tokens += self.tokens_per_step
+        iv = self._interval
+        iv["t"] += dt
+        iv["steps"] += 1
+        iv["loss"] += loss
+        iv["norm"] = norm
+        if comm_ms is not None:
+            iv["comm"].append((comm_ms, dt * 1000))
+        if self.step % self.cfg.log_interval == 0 or stop:
+            self._log_interval()
+        return stop
+
+    def _log_interval(self) -> None:
+        iv, cfg = self._interval, self.cfg
+        if not iv["steps"]:
+            return
+        local_loss = iv["loss"].item() / iv["steps"]
+        self.train_loss = self._all_reduce([local_loss])[0] / self.world
+        step_ms = iv["t"] / iv["steps"] * 1000
+        tps = self.tokens_per_step / (step_ms / 1000)
+        tps_rank = tps / self.world
+        util = mfu(tps_rank, self.flops_per_token, self.peak_flops)
+        comm = (sum(c for c, _ in iv["comm"]) / sum(t for _, t in iv["comm"])) if iv["comm"] else None
+        lr = self.engine.current_lr()
+        norm = float(iv["norm"])
+        self.metrics.write(kind="train", step=self.step, loss=round(local_loss, 5),
+                           loss_global=round(self.train_loss, 5), lr=lr, grad_norm=round(norm, 4),
+                           step_ms=round(step_ms, 2), tokens_per_s=round(tps, 1),
+                           tokens_per_s_per_rank=round(tps_rank, 1), mfu=None if util != util else round(util, 5),
+                           comm_share=None if comm is None else round(comm, 4), tokens_seen=self.tokens_seen)
+        self.log(f"step {self.step:>6}/{cfg.max_steps} | loss {self.train_loss:.4f} | lr {lr:.2e} | "
+                 f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
+                 f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}")
+        self._interval = {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=self.dist.device), "comm": [],
+                          "norm": 0.0}
+
+    def evaluate(self) -> float:
+        t0 = time.time()
+        total = torch.zeros((), device=self.dist.device)
+        for ids in self.val:
+            x, y = self.blocks.batch(ids)
+            total += self.engine.evaluate_loss(torch.from_numpy(x).to(self.dist.device),
+                                               torch.from_numpy(y).to(self.dist.device))
+        self.val_loss = self._all_reduce([total.item() / len(self.val)])[0] / self.world
+        if self.val_loss_first is None:
+            self.val_loss_first = self.val_loss
+        self.metrics.write(kind="eval", step=self.step, val_loss=round(self.val_loss, 5))
+        self.log(f"eval step {self.step}: val loss {self.val_loss:.4f} ({time.time() - t0:.1f} s)")
+        return self.val_loss
+
+    def _on_signal(self, signum, frame) -> None:
+        if not self.stop_signal:
+            self.stop_signal = signum
+            print(f"rank {self.rank}: got {signal.Signals(signum).name}, stopping after this step", flush=True)
+
+    def run(self) -> int:
+        cfg = self.cfg
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        end = cfg.max_steps if not cfg.stop_after else min(cfg.max_steps, self.step + cfg.stop_after)
+        if self.step < end:
+            self.evaluate()
+        status, stop = "completed", 0
+        while self.step < end:
+            stop = self.step_once()
+            if stop:
+                status = "terminated"
+                break
+            if cfg.eval_interval and self.step % cfg.eval_interval == 0 and self.step < cfg.max_steps:
+                self.evaluate()
+            if cfg.ckpt_interval and self.step % cfg.ckpt_interval == 0 and self.step < end:
+                self.save_checkpoint()
+        if status == "completed" and self.step < cfg.max_steps:
+            status = "stopped"  # --stop_after: a checkpoint to continue from, not the end of the run
+        if status != "terminated":
+            self.evaluate()
+        self._log_interval()
+        ckpt = self.save_checkpoint() if self.step > self.start_step or self.resumed_from is None else None
+        hf_dir = None
+        if status == "completed" and cfg.export_hf:
+            hf_dir = self.out / "hf_model"
+            self.engine.export_hf(hf_dir, self.writer)
+            if self.writer:
+                shutil.copytree(self.out / "tokenizer", hf_dir, dirs_exist_ok=True)
+            self.log(f"export: Hugging Face model in {hf_dir}")
+        self.write_result(status, ckpt, hf_dir, stop)
+        return 128 + stop if stop else 0
+
+    def write_result(self, status: str, ckpt: Path | None, hf_dir: Path | None, signum: int = 0,
+                     error: str | None = None) -> None:
+        """result.json: the run summary the launch playbook collects (schema in payload/README.md)."""
+        tps = self.train_tokens / self.train_time if self.train_time else None
+        util = mfu(tps / self.world, self.flops_per_token, self.peak_flops) if tps else None
+        result = {
+            "schema": RESULT_SCHEMA,
+            "status": status,
+            "error": error,
+            "signal": signal.Signals(signum).name if signum else None,
+            "engine": self.cfg.engine,
+            "zero_stage": self.cfg.zero_stage if self.cfg.engine == "deepspeed" else None,
+            "world_size": self.world,
+            "nodes": self.world // self.dist.local_world_size,
+            "backend": self.dist.backend,
+            "device": self.dist.device.type,
+            "dtype": "bfloat16" if self.bf16 else "float32",
+            "model": self.cfg.init_from or self.cfg.model,
+            "n_params": self.n_params,
+            "start_step": self.start_step,
+            "final_step": self.step,
+            "max_steps": self.cfg.max_steps,
+            "tokens_seen": self.tokens_seen,
+            "initial_val_loss": self.val_loss_first,
+            "final_train_loss": self.train_loss,
+            "final_val_loss": self.val_loss,
+            "tokens_per_s": tps,
+            "tokens_per_s_per_rank": tps / self.world if tps else None,
+            "mfu": None if util is None or util != util else util,
+            "train_time_s": round(self.train_time, 3),
+            "wall_time_s": round(time.time() - self.t_launch, 3),
+            "checkpoint": str(ckpt) if ckpt else self.resumed_from,
+            "hf_model": str(hf_dir) if hf_dir else None,
+            "hostname": socket.gethostname(),
+            "versions": versions(),
+        }
+        self.metrics.write(kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")})
+        if self.writer:
+            _write_json(self.out / "result.json", result)
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def train(cfg: TrainConfig) -> int:
+    trainer = Trainer(cfg)
+    try:
+        code = trainer.run()
+    except Exception as e:
+        # Leave a result.json that says why (collectives may be broken: write locally, then re-raise).
+        trainer.write_result("failed", None, None, error=f"{type(e).__name__}: {e}")
+        raise
+    trainer.close()
+    return code
+
+
+# ---------------------------------------------------------------------------------------------- other commands
+
+
+def _latest_checkpoint(out: Path) -> Path:
+    latest = out / "checkpoints" / "latest"
+    if not latest.exists():
+        raise FileNotFoundError(f"{out}: no checkpoints/latest")
+    return out / "checkpoints" / latest.read_text().strip()
+
+
+def load_for_inference(out_dir: str):
+    """(model, tokenizer) from a run: its Hugging Face export, else its latest DDP checkpoint."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    out = Path(out_dir)
+    if (out / "hf_model" / "config.json").exists():
+        model = GPT2LMHeadModel.from_pretrained(str(out / "hf_model"), local_files_only=True)
+        return model, AutoTokenizer.from_pretrained(str(out / "hf_model"), local_files_only=True)
+    ckpt = _latest_checkpoint(out)
+    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
+    if not (ckpt / "model.pt").exists():
+        raise FileNotFoundError(f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first")
+    cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
+    cfg.init_from = ""  # the checkpoint has the weights
+    model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
+    model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu"))
+    return model, tok
+
+
+def generate(cfg: GenerateConfig) -> int:
+    model, tok = load_for_inference(cfg.out_dir)
+    model.eval()
+    torch.manual_seed(cfg.seed)
+    ids = tok(cfg.prompt, return_tensors="pt").input_ids
+    if ids.numel() == 0:
+        ids = torch.tensor([[tok.convert_tokens_to_ids(D.EOS)]])
+    with torch.no_grad():
+        out = model.generate(ids, do_sample=True, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                             top_k=cfg.top_k or None, num_return_sequences=cfg.num_samples,
+                             pad_token_id=tok.convert_tokens_to_ids(D.EOS))
+    for i, seq in enumerate(out):
+        print(f"--- sample {i}\n{tok.decode(seq, skip_special_tokens=True)}")
+    return 0
+
+
+def export(cfg: ExportConfig) -> int:
+    """Consolidate the latest DeepSpeed checkpoint (all ZeRO partitions on this disk) into a HF directory."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from transformers import AutoTokenizer
+
+    from payload.engines import export_deepspeed_checkpoint
+
+    out = Path(cfg.out_dir)
+    ckpt = _latest_checkpoint(out)
+    tcfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
+    tcfg.init_from = ""
+    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
+    model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
+    target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model"
+    export_deepspeed_checkpoint(ckpt, model, target)
+    tok.save_pretrained(str(target))
+    print(f"exported {ckpt} -> {target}")
+    return 0
+
+
+COMMANDS = {"train": (TrainConfig, train), "generate": (GenerateConfig, generate), "export": (ExportConfig, export)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and not argv[0].startswith("-") else "train"
+    args = argv[1:] if argv and argv[0] == command else argv
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r} (train, generate, export)", file=sys.stderr)
+        return 2
+    cls, fn = COMMANDS[command]
+    if "-h" in args or "--help" in args:
+        print(__doc__ + f"\n{command} options:\n" + describe(cls))
+        return 0
+    try:
+        cfg = parse_args(args, cls)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return fn(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
