@@ -65,7 +65,9 @@ class TrainConfig:
     dtype: str = "auto"  # auto: bfloat16 where the device supports it, else float32
     compile: bool = False  # torch.compile the model
     seed: int = 1337  # each rank uses seed + rank
-    threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
+    threads: int = (
+        0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
+    )
     # --- distributed engine
     engine: str = "ddp"  # ddp | deepspeed
     zero_stage: int = 1  # DeepSpeed ZeRO stage (1, 2, 3)
@@ -147,7 +149,9 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _coerce(cls: type, key: str, value: Any, source: str) -> Any:
-    """Turn `value` (a CLI string or a parsed JSON/YAML value) into the type of field `key`."""
+    """Turn `value` (a CLI string or a parsed JSON/YAML value) into the type of field `key`.
+
+    Numeric strings are accepted from files too: PyYAML reads `lr: 1e-3` as the string '1e-3'."""
     kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
     where = f"{source}: {key}={value!r}"
     if kind == "bool":
@@ -183,7 +187,9 @@ def _check_key(cls: type, key: str, source: str) -> None:
     names = [f.name for f in dataclasses.fields(cls)]
     if key not in names:
         hint = difflib.get_close_matches(key, names, n=1)
-        raise ConfigError(f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+        raise ConfigError(
+            f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        )
 
 
 def load_file(path: str) -> dict[str, Any]:

@@ -40,8 +40,9 @@ def load_tokenizer(path: str):
         lines = (d / "vocab.bpe").read_text(encoding="utf-8").splitlines()
         merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
         # Build the object directly: in transformers 5.x GPT2TokenizerFast(vocab_file=...) is silently empty.
-        return PreTrainedTokenizerFast(tokenizer_object=_byte_level_bpe(vocab, merges), eos_token=EOS,
-                                       bos_token=EOS, unk_token=EOS)
+        return PreTrainedTokenizerFast(
+            tokenizer_object=_byte_level_bpe(vocab, merges), eos_token=EOS, bos_token=EOS, unk_token=EOS
+        )
     raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.json+merges.txt or encoder.json+vocab.bpe")
 
 
@@ -60,8 +61,12 @@ def train_tokenizer(texts: Iterator[str], vocab_size: int):
     from transformers import PreTrainedTokenizerFast
 
     tok = _byte_level_bpe()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=EOS)
 
@@ -70,8 +75,9 @@ def tokenizer_from_json(text: str):
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(text), eos_token=EOS, bos_token=EOS,
-                                   unk_token=EOS)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(text), eos_token=EOS, bos_token=EOS, unk_token=EOS
+    )
 
 
 def save_tokenizer(tok, path: Path) -> None:
@@ -167,8 +173,14 @@ def tokenize_corpus(data: str, text_column: str, tok, cache_dir: Path) -> Path:
     with os.fdopen(fd, "wb") as f:
         np.save(f, tokens)
     os.replace(tmp, path)  # atomic: concurrent builders (nodes sharing the directory) write the same bytes
-    manifest = {"data": str(data), "documents": n_docs, "tokens": int(tokens.size), "dtype": str(tokens.dtype),
-                "vocab": len(tok), "tokenizer_sha256": tok_hash}
+    manifest = {
+        "data": str(data),
+        "documents": n_docs,
+        "tokens": int(tokens.size),
+        "dtype": str(tokens.dtype),
+        "vocab": len(tok),
+        "tokenizer_sha256": tok_hash,
+    }
     path.with_suffix(".json").write_text(json.dumps(manifest, indent=1) + "\n")
     return path
 
@@ -216,8 +228,10 @@ class ShardedSampler:
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.batches_per_epoch = len(block_ids) // world_size // batch_size
         if self.batches_per_epoch == 0:
-            raise ValueError(f"{len(block_ids)} train blocks cannot give {world_size} ranks a batch of "
-                             f"{batch_size}: use more data, a smaller block_size or batch_size")
+            raise ValueError(
+                f"{len(block_ids)} train blocks cannot give {world_size} ranks a batch of "
+                f"{batch_size}: use more data, a smaller block_size or batch_size"
+            )
         self.epoch, self.pos = 0, 0
         self._order = self._epoch_order(0)
 
@@ -247,6 +261,8 @@ def val_batches(val_ids: np.ndarray, batch_size: int, n_batches: int, rank: int,
     mine = val_ids[: len(val_ids) // world_size * world_size][rank::world_size]
     n = min(n_batches, len(mine) // batch_size)
     if n == 0:
-        raise ValueError(f"{len(val_ids)} validation blocks cannot give {world_size} ranks a batch of "
-                         f"{batch_size}: raise val_fraction or use more data")
+        raise ValueError(
+            f"{len(val_ids)} validation blocks cannot give {world_size} ranks a batch of "
+            f"{batch_size}: raise val_fraction or use more data"
+        )
     return [mine[i * batch_size : (i + 1) * batch_size] for i in range(n)]

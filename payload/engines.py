@@ -34,7 +34,9 @@ class DDPEngine:
     def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
         self.cfg, self.device = cfg, device
         self.raw = model.to(device)  # the bare module: checkpoints and exports use its state_dict
-        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext())
+        self.autocast = (
+            torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        )
         module = torch.compile(self.raw) if cfg.compile else self.raw
         if world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -42,8 +44,12 @@ class DDPEngine:
             module = DDP(module, device_ids=[device.index] if device.type == "cuda" else None)
         self.model = module
         self.distributed = world_size > 1
-        self.optimizer = torch.optim.AdamW(param_groups(self.raw, cfg.weight_decay), lr=cfg.lr,
-                                           betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+        self.optimizer = torch.optim.AdamW(
+            param_groups(self.raw, cfg.weight_decay),
+            lr=cfg.lr,
+            betas=(cfg.beta1, cfg.beta2),
+            fused=device.type == "cuda",
+        )
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-batch of an optimizer step.
@@ -126,8 +132,15 @@ def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool, node_local_c
 class DeepSpeedEngine:
     name = "deepspeed"
 
-    def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool,
-                 node_local_ckpt: bool):
+    def __init__(
+        self,
+        model,
+        cfg: TrainConfig,
+        device: torch.device,
+        world_size: int,
+        bf16: bool,
+        node_local_ckpt: bool,
+    ):
         import deepspeed
 
         self.cfg, self.device = cfg, device
@@ -143,8 +156,9 @@ class DeepSpeedEngine:
                 optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
         # The payload sets the learning rate itself unless the JSON config brings a scheduler.
         self.owns_lr = "scheduler" not in self.ds_config
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model.to(device), optimizer=optimizer,
-                                                                 config=self.ds_config)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=model.to(device), optimizer=optimizer, config=self.ds_config
+        )
         self.zero_stage = self.engine.zero_optimization_stage()
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
@@ -174,8 +188,9 @@ class DeepSpeedEngine:
 
     def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
         # Collective: every rank writes its own ZeRO partition; DeepSpeed writes <root>/latest.
-        self.engine.save_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name, client_state={"trainer": meta},
-                                    save_latest=False)
+        self.engine.save_checkpoint(
+            str(ckpt_dir.parent), tag=ckpt_dir.name, client_state={"trainer": meta}, save_latest=False
+        )
         if writer:
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
@@ -186,7 +201,7 @@ class DeepSpeedEngine:
         return client["trainer"]
 
     def export_hf(self, path: Path, writer: bool) -> None:
-        """A consolidated Hugging Face directory. ZeRO-3 shards parameters, so gather them first (collective)."""
+        """A consolidated Hugging Face directory. ZeRO-3 shards parameters: gather them first (collective)."""
         module = self.engine.module
         gather = contextlib.nullcontext()
         if self.zero_stage == 3:

@@ -9,8 +9,12 @@ from pathlib import Path
 
 from .config import PRESETS, TrainConfig
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-                "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 
 
 def has_weights(path: str) -> bool:
@@ -25,7 +29,9 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
     if has_weights(cfg.init_from):
         model = GPT2LMHeadModel.from_pretrained(cfg.init_from, local_files_only=True, **drop)
         if model.config.vocab_size < vocab_size:
-            raise ValueError(f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}")
+            raise ValueError(
+                f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}"
+            )
         log(f"model: pretrained weights from {cfg.init_from}")
         return model
     if cfg.init_from:
@@ -33,8 +39,14 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
     else:
         log(f"model: building {cfg.model!r} from config (random init; no pretrained weights given)")
     # Round the vocabulary up to a multiple of 64: the extra rows are never targets, matmuls run faster.
-    config = GPT2Config(vocab_size=-(-vocab_size // 64) * 64, n_positions=1024, bos_token_id=eos_id,
-                        eos_token_id=eos_id, **PRESETS[cfg.model], **drop)
+    config = GPT2Config(
+        vocab_size=-(-vocab_size // 64) * 64,
+        n_positions=1024,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        **PRESETS[cfg.model],
+        **drop,
+    )
     return GPT2LMHeadModel(config)
 
 

@@ -32,6 +32,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
+import torch
+import torch.distributed as dist
+
 # Never reach for the Hugging Face hub: everything comes from local directories.
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
     os.environ.setdefault(_var, "1")
@@ -40,12 +44,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")  # set explicitly: silen
 if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): import the siblings as `payload`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
-import torch
-import torch.distributed as dist
-
-from payload import data as D
-from payload.config import (
+# E402: these imports need the sys.path line above when train.py runs as a script.
+from payload import data as D  # noqa: E402
+from payload.config import (  # noqa: E402
     ConfigError,
     ExportConfig,
     GenerateConfig,
@@ -55,7 +56,14 @@ from payload.config import (
     parse_args,
     to_dict,
 )
-from payload.model import build_model, count_params, device_peak_flops, flops_per_token, lr_at, mfu
+from payload.model import (  # noqa: E402
+    build_model,
+    count_params,
+    device_peak_flops,
+    flops_per_token,
+    lr_at,
+    mfu,
+)
 
 RESULT_SCHEMA = 1
 
@@ -79,8 +87,14 @@ def _free_port() -> int:
 def init_distributed(cfg: TrainConfig) -> Dist:
     """Join the process group torchrun set up (a group of one for plain `python train.py`)."""
     if "RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+        os.environ.update(
+            RANK="0",
+            LOCAL_RANK="0",
+            WORLD_SIZE="1",
+            LOCAL_WORLD_SIZE="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(_free_port()),
+        )
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world, local_world = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available()
@@ -165,19 +179,32 @@ class Trainer:
         if self.writer:
             _write_json(self.out / "config.json", to_dict(cfg))
         self.metrics = MetricsLog(self.out / "metrics.jsonl", d.rank)
-        self.log(f"world: {self.world} ranks ({self.world // d.local_world_size} nodes), backend {d.backend}, "
-                 f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}")
+        self.metrics.write(
+            kind="start",
+            pid=os.getpid(),
+            hostname=socket.gethostname(),
+            local_rank=d.local_rank,
+            world_size=d.world_size,
+        )
+        self.log(
+            f"world: {self.world} ranks ({self.world // d.local_world_size} nodes), backend {d.backend}, "
+            f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}"
+        )
 
         self.tok, tokens = self._prepare_data()
         self.blocks = D.Blocks(tokens, cfg.block_size)
         train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
         self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
         self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
-        self.log(f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-                 f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch")
+        self.log(
+            f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+            f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+        )
 
         cuda = d.device.type == "cuda"
-        self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
+        self.bf16 = cfg.dtype == "bfloat16" or (
+            cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported()
+        )
         # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
         # a different stream per rank for dropout.
         torch.manual_seed(cfg.seed)
@@ -189,16 +216,20 @@ class Trainer:
         self.n_params, n_matmul = count_params(model)
         mc = model.config
         self.flops_per_token = flops_per_token(n_matmul, mc.n_layer, mc.n_embd, cfg.block_size)
-        self.peak_flops, peak_src = device_peak_flops(d.device, self.bf16, torch.get_num_threads(),
-                                                      cfg.peak_tflops)
-        self.log(f"model: {self.n_params / 1e6:.1f}M parameters, {mc.n_layer} layers, {mc.n_embd} wide, "
-                 f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
-                 f"TFLOPS/rank ({peak_src})")
+        self.peak_flops, peak_src = device_peak_flops(
+            d.device, self.bf16, torch.get_num_threads(), cfg.peak_tflops
+        )
+        self.log(
+            f"model: {self.n_params / 1e6:.1f}M parameters, {mc.n_layer} layers, {mc.n_embd} wide, "
+            f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
+            f"TFLOPS/rank ({peak_src})"
+        )
         if cfg.engine == "deepspeed":
             from payload.engines import DeepSpeedEngine
 
-            self.engine = DeepSpeedEngine(model, cfg, d.device, d.world_size, self.bf16,
-                                          node_local_ckpt=not self.shared)
+            self.engine = DeepSpeedEngine(
+                model, cfg, d.device, d.world_size, self.bf16, node_local_ckpt=not self.shared
+            )
         else:
             from payload.engines import DDPEngine
 
@@ -209,13 +240,21 @@ class Trainer:
         self.ckpt_root = self.out / "checkpoints"
         self.resumed_from = self._resume() if cfg.resume else None
         self.start_step = self.step
-        self.log(f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
-                 f"tokens x {cfg.grad_accum} accum x {d.world_size} ranks")
+        self.log(
+            f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
+            f"tokens x {cfg.grad_accum} accum x {d.world_size} ranks"
+        )
 
         self.stop_signal = 0
         self.val_loss_first = self.val_loss = self.train_loss = None
         self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
-        self._interval = {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=d.device), "comm": [], "norm": 0.0}
+        self._interval = {
+            "t": 0.0,
+            "steps": 0,
+            "loss": torch.zeros((), device=d.device),
+            "comm": [],
+            "norm": 0.0,
+        }
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -224,8 +263,11 @@ class Trainer:
             print(msg, flush=True)
 
     def _all_reduce(self, values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
-        t = torch.tensor(values, dtype=torch.float64 if self.dist.backend == "gloo" else torch.float32,
-                         device=self.dist.device)
+        t = torch.tensor(
+            values,
+            dtype=torch.float64 if self.dist.backend == "gloo" else torch.float32,
+            device=self.dist.device,
+        )
         dist.all_reduce(t, op=op)
         return t.tolist()
 
@@ -260,8 +302,10 @@ class Trainer:
             else:
                 t0 = time.time()
                 tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
-                self.log(f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data} "
-                         f"in {time.time() - t0:.1f} s")
+                self.log(
+                    f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data} "
+                    f"in {time.time() - t0:.1f} s"
+                )
             if tok.convert_tokens_to_ids(D.EOS) is None:
                 raise ValueError(f"tokenizer has no {D.EOS} token to separate documents")
             tok_json = [tok.backend_tokenizer.to_str()]
@@ -282,8 +326,10 @@ class Trainer:
         tokens = D.load_tokens(path)
         lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX)
         if -lo != hi:
-            raise RuntimeError(f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the "
-                               "same on every node?")
+            raise RuntimeError(
+                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the "
+                "same on every node?"
+            )
         return tok, tokens
 
     # ------------------------------------------------------------------------------------------ checkpoints
@@ -292,8 +338,14 @@ class Trainer:
         t0 = time.time()
         ckpt = self.ckpt_root / f"step_{self.step:07d}"
         ckpt.mkdir(parents=True, exist_ok=True)
-        meta = {"step": self.step, "tokens_seen": self.tokens_seen, "sampler": self.sampler.state_dict(),
-                "world_size": self.world, "engine": self.engine.name, "config": to_dict(self.cfg)}
+        meta = {
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "sampler": self.sampler.state_dict(),
+            "world_size": self.world,
+            "engine": self.engine.name,
+            "config": to_dict(self.cfg),
+        }
         self.engine.save(ckpt, meta, self.writer)
         torch.save(_rng_state(), ckpt / f"rng_rank{self.rank}.pt")
         if self.writer:
@@ -324,7 +376,9 @@ class Trainer:
             if saved.get(key) != getattr(self.cfg, key):
                 self.log(f"resume: warning: {key} was {saved.get(key)!r}, now {getattr(self.cfg, key)!r}")
         if meta["world_size"] != self.world:
-            self.log(f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes")
+            self.log(
+                f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes"
+            )
         self.step, self.tokens_seen = meta["step"], meta["tokens_seen"]
         self.sampler.load_state_dict(meta["sampler"])
         rng = ckpt / f"rng_rank{self.rank}.pt"
@@ -341,7 +395,10 @@ class Trainer:
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.blocks.batch(self.sampler.next_ids())
         dev = self.dist.device
-        return (torch.from_numpy(x).to(dev, non_blocking=True), torch.from_numpy(y).to(dev, non_blocking=True))
+        return (
+            torch.from_numpy(x).to(dev, non_blocking=True),
+            torch.from_numpy(y).to(dev, non_blocking=True),
+        )
 
     def train_step(self) -> tuple[torch.Tensor, float, float | None]:
         """One optimizer step: grad_accum micro-batches, then the update. Returns (mean loss, grad norm,
@@ -412,24 +469,41 @@ class Trainer:
         comm = (sum(c for c, _ in iv["comm"]) / sum(t for _, t in iv["comm"])) if iv["comm"] else None
         lr = self.engine.current_lr()
         norm = float(iv["norm"])
-        self.metrics.write(kind="train", step=self.step, loss=round(local_loss, 5),
-                           loss_global=round(self.train_loss, 5), lr=lr, grad_norm=round(norm, 4),
-                           step_ms=round(step_ms, 2), tokens_per_s=round(tps, 1),
-                           tokens_per_s_per_rank=round(tps_rank, 1), mfu=None if util != util else round(util, 5),
-                           comm_share=None if comm is None else round(comm, 4), tokens_seen=self.tokens_seen)
-        self.log(f"step {self.step:>6}/{cfg.max_steps} | loss {self.train_loss:.4f} | lr {lr:.2e} | "
-                 f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
-                 f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}")
-        self._interval = {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=self.dist.device), "comm": [],
-                          "norm": 0.0}
+        self.metrics.write(
+            kind="train",
+            step=self.step,
+            loss=round(local_loss, 5),
+            loss_global=round(self.train_loss, 5),
+            lr=lr,
+            grad_norm=round(norm, 4),
+            step_ms=round(step_ms, 2),
+            tokens_per_s=round(tps, 1),
+            tokens_per_s_per_rank=round(tps_rank, 1),
+            mfu=None if util != util else round(util, 5),
+            comm_share=None if comm is None else round(comm, 4),
+            tokens_seen=self.tokens_seen,
+        )
+        self.log(
+            f"step {self.step:>6}/{cfg.max_steps} | loss {self.train_loss:.4f} | lr {lr:.2e} | "
+            f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
+            f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}"
+        )
+        self._interval = {
+            "t": 0.0,
+            "steps": 0,
+            "loss": torch.zeros((), device=self.dist.device),
+            "comm": [],
+            "norm": 0.0,
+        }
 
     def evaluate(self) -> float:
         t0 = time.time()
         total = torch.zeros((), device=self.dist.device)
         for ids in self.val:
             x, y = self.blocks.batch(ids)
-            total += self.engine.evaluate_loss(torch.from_numpy(x).to(self.dist.device),
-                                               torch.from_numpy(y).to(self.dist.device))
+            total += self.engine.evaluate_loss(
+                torch.from_numpy(x).to(self.dist.device), torch.from_numpy(y).to(self.dist.device)
+            )
         self.val_loss = self._all_reduce([total.item() / len(self.val)])[0] / self.world
         if self.val_loss_first is None:
             self.val_loss_first = self.val_loss
@@ -440,7 +514,9 @@ class Trainer:
     def _on_signal(self, signum, frame) -> None:
         if not self.stop_signal:
             self.stop_signal = signum
-            print(f"rank {self.rank}: got {signal.Signals(signum).name}, stopping after this step", flush=True)
+            print(
+                f"rank {self.rank}: got {signal.Signals(signum).name}, stopping after this step", flush=True
+            )
 
     def run(self) -> int:
         cfg = self.cfg
@@ -475,8 +551,9 @@ class Trainer:
         self.write_result(status, ckpt, hf_dir, stop)
         return 128 + stop if stop else 0
 
-    def write_result(self, status: str, ckpt: Path | None, hf_dir: Path | None, signum: int = 0,
-                     error: str | None = None) -> None:
+    def write_result(
+        self, status: str, ckpt: Path | None, hf_dir: Path | None, signum: int = 0, error: str | None = None
+    ) -> None:
         """result.json: the run summary the launch playbook collects (schema in payload/README.md)."""
         tps = self.train_tokens / self.train_time if self.train_time else None
         util = mfu(tps / self.world, self.flops_per_token, self.peak_flops) if tps else None
@@ -511,7 +588,9 @@ class Trainer:
             "hostname": socket.gethostname(),
             "versions": versions(),
         }
-        self.metrics.write(kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")})
+        self.metrics.write(
+            kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")}
+        )
         if self.writer:
             _write_json(self.out / "result.json", result)
 
@@ -532,7 +611,7 @@ def train(cfg: TrainConfig) -> int:
     return code
 
 
-# ---------------------------------------------------------------------------------------------- other commands
+# ------------------------------------------------------------------------------------------- other commands
 
 
 def _latest_checkpoint(out: Path) -> Path:
@@ -553,7 +632,9 @@ def load_for_inference(out_dir: str):
     ckpt = _latest_checkpoint(out)
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     if not (ckpt / "model.pt").exists():
-        raise FileNotFoundError(f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first")
+        raise FileNotFoundError(
+            f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first"
+        )
     cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
     cfg.init_from = ""  # the checkpoint has the weights
     model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
@@ -569,9 +650,15 @@ def generate(cfg: GenerateConfig) -> int:
     if ids.numel() == 0:
         ids = torch.tensor([[tok.convert_tokens_to_ids(D.EOS)]])
     with torch.no_grad():
-        out = model.generate(ids, do_sample=True, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                             top_k=cfg.top_k or None, num_return_sequences=cfg.num_samples,
-                             pad_token_id=tok.convert_tokens_to_ids(D.EOS))
+        out = model.generate(
+            ids,
+            do_sample=True,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k or None,
+            num_return_sequences=cfg.num_samples,
+            pad_token_id=tok.convert_tokens_to_ids(D.EOS),
+        )
     for i, seq in enumerate(out):
         print(f"--- sample {i}\n{tok.decode(seq, skip_special_tokens=True)}")
     return 0
@@ -598,7 +685,11 @@ def export(cfg: ExportConfig) -> int:
     return 0
 
 
-COMMANDS = {"train": (TrainConfig, train), "generate": (GenerateConfig, generate), "export": (ExportConfig, export)}
+COMMANDS = {
+    "train": (TrainConfig, train),
+    "generate": (GenerateConfig, generate),
+    "export": (ExportConfig, export),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

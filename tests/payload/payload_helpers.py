@@ -1,0 +1,144 @@
+"""Helpers for the payload tests: a torchrun launcher that always cleans up its process group, and
+small utilities. Fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN = REPO / "payload" / "train.py"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# A handful of plays is enough for a tiny model to learn visibly in a few dozen steps.
+PLAYS = ("hamlet_gut.txt", "macbeth_gut.txt", "othello_gut.txt")
+
+
+def find_testdata(package: str, *parts: str) -> Path | None:
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)), *parts)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_cmd(nproc: int, args: list[str]) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        "--max-restarts=0",
+        str(TRAIN),
+        *args,
+    ]
+
+
+def job_env() -> dict[str, str]:
+    env = dict(
+        os.environ,
+        GLOO_SOCKET_IFNAME="lo",
+        OMP_NUM_THREADS="1",
+        DS_ACCELERATOR="cpu",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO),
+    )
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+class Launch:
+    """A torchrun job in its own process group; `stop()` kills the whole group (always called)."""
+
+    def __init__(self, cmd: list[str], log: Path):
+        self.log_path = log
+        self.log = log.open("wb")
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=job_env(), cwd=REPO, start_new_session=True
+        )
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"torchrun still running after {timeout} s:\n{self.output()[-4000:]}")
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+
+def run_ok(launch, args: list[str], nproc: int = 2, timeout: float = 150) -> str:
+    job = launch(args, nproc)
+    rc = job.wait(timeout)
+    out = job.output()
+    assert rc == 0, f"torchrun exited {rc}:\n{out[-6000:]}"
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate, timeout: float, what: str, job: Launch | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if job is not None and job.proc.poll() is not None:
+            pytest.fail(f"job ended (rc {job.proc.returncode}) before {what}:\n{job.output()[-4000:]}")
+        time.sleep(0.2)
+    pytest.fail(
+        f"timed out after {timeout} s waiting for {what}" + (f":\n{job.output()[-4000:]}" if job else "")
+    )
+
+
+def base_args(out: Path, corpus: Path, tokenizer_dir: Path, token_cache: Path, **overrides) -> list[str]:
+    """A tiny, fast run: 2-layer model, 64-token blocks, a high learning rate so the loss falls quickly."""
+    opts = dict(
+        data=corpus,
+        out_dir=out,
+        tokenizer=tokenizer_dir,
+        cache_dir=token_cache,
+        model="tiny",
+        block_size=64,
+        batch_size=8,
+        grad_accum=2,
+        max_steps=30,
+        warmup_steps=3,
+        lr=3e-3,
+        min_lr=3e-4,
+        eval_interval=0,
+        eval_batches=8,
+        log_interval=5,
+        pg_timeout=60,
+        export_hf="false",
+    )
+    opts.update(overrides)
+    return [f"--{k}={v}" for k, v in opts.items()]
