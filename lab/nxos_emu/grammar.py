@@ -167,18 +167,8 @@ class Args:
 
 
 def format_list(values: list[int]) -> str:
-    """NX-OS prints value lists compactly: `24,26` or `24-26`."""
-    parts, index = [], 0
-    while index < len(values):
-        stop = index
-        while stop + 1 < len(values) and values[stop + 1] == values[stop] + 1:
-            stop += 1
-        if stop - index >= 2:
-            parts.append(f"{values[index]}-{values[stop]}")
-        else:
-            parts.extend(str(v) for v in values[index : stop + 1])
-        index = stop + 1
-    return ",".join(parts)
+    """Value lists print comma-separated in ascending order: `24,26`."""
+    return ",".join(str(v) for v in values)
 
 
 # -- interface names --------------------------------------------------------------------------------

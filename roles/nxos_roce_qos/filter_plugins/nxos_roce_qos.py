@@ -1,0 +1,147 @@
+"""Post-check of the nxos_roce_qos role: read NX-OS show output back into a structured result.
+
+`nxos_roce_qos_postcheck(running, pfc, expected)` takes the text of `show running-config`, of
+`show interface priority-flow-control` and the role's expectations, and returns
+`{"passed": bool, "failed": [names], "checks": [{"name", "passed", "detail"}]}`.
+"""
+
+from __future__ import annotations
+
+import re
+
+DOCUMENTATION = """
+name: nxos_roce_qos_postcheck
+short_description: Check NX-OS show output against the nxos_roce_qos policy
+description: Parses `show running-config` and `show interface priority-flow-control`.
+"""
+
+
+def _tree(text):
+    """Indented config text -> {line: subtree}, comments and blank lines dropped."""
+    root = {}
+    stack = [(-1, root)]
+    for raw in str(text).splitlines():
+        line = raw.rstrip()
+        if not line.strip() or line.lstrip().startswith("!"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack[-1][0] >= indent:
+            stack.pop()
+        node = stack[-1][1].setdefault(line.strip(), {})
+        stack.append((indent, node))
+    return root
+
+
+def _block(tree, *path):
+    node = tree
+    for key in path:
+        node = node.get(key)
+        if node is None:
+            return None
+    return node
+
+
+def _find(tree, prefix):
+    """The first line of a block that starts with prefix (or None)."""
+    for line in tree or {}:
+        if line.startswith(prefix):
+            return line
+    return None
+
+
+def _pfc_table(text):
+    """`show interface priority-flow-control` -> {port: {"mode", "oper", "bitmap"}}."""
+    ports = {}
+    for line in str(text).splitlines():
+        match = re.match(r"^(Ethernet\S+)\s+(\S+)\s+(On|Off)\s*(?:\((\w+)\))?", line.strip())
+        if match:
+            bitmap = int(match.group(4), 16) if match.group(4) else 0
+            ports[match.group(1)] = {"mode": match.group(2), "oper": match.group(3), "bitmap": bitmap}
+    return ports
+
+
+def nxos_roce_qos_postcheck(running, pfc, expected):
+    tree = _tree(running)
+    checks = []
+
+    def check(name, passed, detail):
+        checks.append({"name": name, "passed": bool(passed), "detail": detail})
+
+    nodrop = int(expected["nodrop_cos"])
+    cnp_group = int(expected["cnp_qos_group"])
+    mtu = int(expected["mtu"])
+
+    sysqos = _block(tree, "system qos") or {}
+    want = f"service-policy type network-qos {expected['network_policy']}"
+    check("system_qos_network_qos", want in sysqos,
+          f"system qos attaches {expected['network_policy']} (without it PFC and MTU are not active)")
+    want = f"service-policy type queuing output {expected['queuing_policy']}"
+    check("system_qos_queuing", want in sysqos, f"system qos attaches {expected['queuing_policy']}")
+
+    roce_cmap = _block(tree, f"class-map type qos match-all {expected['roce_class']}")
+    line = _find(roce_cmap, "match dscp ")
+    values = set()
+    for part in (line or "match dscp ").split(" ", 2)[2].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            values.update(range(int(low), int(high or low) + 1))
+    wanted = {int(v) for v in expected["roce_dscp"]}
+    check("roce_classification", wanted <= values,
+          f"class-map {expected['roce_class']} matches DSCP {sorted(wanted)} (found {line})")
+    cnp_cmap = _block(tree, f"class-map type qos match-all {expected['cnp_class']}")
+    want = f"match dscp {int(expected['cnp_dscp'])}"
+    check("cnp_classification", cnp_cmap is not None and want in cnp_cmap,
+          f"class-map {expected['cnp_class']} has `{want}`")
+
+    marking = _block(tree, f"policy-map type qos {expected['marking_policy']}") or {}
+    roce_set = f"set qos-group {nodrop}" in (marking.get(f"class {expected['roce_class']}") or {})
+    cnp_set = f"set qos-group {cnp_group}" in (marking.get(f"class {expected['cnp_class']}") or {})
+    check("marking_policy", roce_set and cnp_set,
+          f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}")
+
+    nq = _block(tree, f"policy-map type network-qos {expected['network_policy']}",
+                f"class type network-qos {expected['network_class']}") or {}
+    check("nodrop_class", f"pause pfc-cos {nodrop}" in nq and f"mtu {mtu}" in nq,
+          f"{expected['network_class']} has `pause pfc-cos {nodrop}` and `mtu {mtu}` (found {sorted(nq)})")
+
+    queuing = _block(tree, f"policy-map type queuing {expected['queuing_policy']}") or {}
+    roce_q = queuing.get(f"class type queuing {expected['roce_queue']}") or {}
+    ecn = _find(roce_q, "random-detect ")
+    check("roce_queue_ecn", ecn is not None and ecn.endswith(" ecn"),
+          f"{expected['roce_queue']} marks ECN with WRED (found {ecn})")
+    check("roce_queue_not_strict_priority",
+          _find(roce_q, "priority") is None and _find(roce_q, "bandwidth remaining percent") is not None,
+          f"{expected['roce_queue']} is a bandwidth queue, not strict priority")
+    cnp_q = queuing.get(f"class type queuing {expected['cnp_queue']}") or {}
+    check("cnp_queue_strict_priority", "priority level 1" in cnp_q,
+          f"{expected['cnp_queue']} (CNP) has `priority level 1`")
+
+    if expected.get("pfc_watchdog"):
+        check("pfc_watchdog", "priority-flow-control watch-dog-interval on" in tree,
+              "global `priority-flow-control watch-dog-interval on`")
+
+    table = _pfc_table(pfc)
+    for item in expected.get("interfaces") or []:
+        name = item["name"]
+        block = _block(tree, f"interface {name}")
+        if_mtu = int(item.get("mtu") or mtu)
+        config_ok = (
+            block is not None
+            and "priority-flow-control mode on" in block
+            and (if_mtu == 1500 or f"mtu {if_mtu}" in block)
+            and f"service-policy type qos input {expected['marking_policy']}" in block
+        )
+        check(f"interface_config {name}", config_ok,
+              f"{name}: PFC mode on, mtu {if_mtu}, input policy {expected['marking_policy']}")
+        state = table.get(name, {})
+        oper_ok = state.get("oper") == "On" and bool(state.get("bitmap", 0) & (1 << nodrop))
+        check(f"interface_pfc_oper {name}", oper_ok,
+              f"{name}: PFC operational with CoS {nodrop} in the bitmap (found {state or 'no row'})")
+
+    failed = [c["name"] for c in checks if not c["passed"]]
+    return {"passed": not failed, "failed": failed, "checks": checks}
+
+
+class FilterModule:
+    def filters(self):
+        return {"nxos_roce_qos_postcheck": nxos_roce_qos_postcheck}
