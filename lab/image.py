@@ -39,7 +39,7 @@ def recipe_id() -> str:
 
 
 def image_recipe() -> str | None:
-    proc = podman.run("image", "inspect", "--format", "{{ index .Labels \"%s\" }}" % RECIPE_LABEL,
+    proc = podman.run("image", "inspect", "--format", "{{ index .Labels \"" + RECIPE_LABEL + "\" }}",
                       IMAGE, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 

@@ -1,0 +1,50 @@
+"""Shared pytest fixtures: the project's tool environment and the lab cluster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lab import podman  # noqa: E402
+
+
+def tool_env(**extra: str) -> dict[str, str]:
+    """Environment for ansible/molecule subprocesses: the venv's tools, the lab's podman settings."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env["ANSIBLE_ROLES_PATH"] = str(ROOT / "roles")
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["PY_COLORS"] = "0"
+    env["NO_COLOR"] = "1"
+    if shutil.which("podman"):
+        env["CONTAINERS_CONF"] = str(podman.containers_conf())
+    env.update(extra)
+    return env
+
+
+def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    """Run a command from the project root; output is kept for assertions and failure messages."""
+    return subprocess.run(cmd, cwd=ROOT, env=kw.pop("env", None) or tool_env(), text=True,
+                          capture_output=True, timeout=timeout, check=False, **kw)
+
+
+def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
+    return (proc.stdout or "")[-n:] + "\n--- stderr ---\n" + (proc.stderr or "")[-n // 2:]
+
+
+@pytest.fixture(scope="session")
+def lab_image() -> str:
+    """The lab host image, built once (cached) for Molecule and the lab."""
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: run `make setup` first")
+    from lab.image import ensure_image
+
+    return ensure_image()
