@@ -48,3 +48,35 @@ def lab_image() -> str:
     from lab.image import ensure_image
 
     return ensure_image()
+
+
+RECAP_RE = (r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+            r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)")
+
+
+def play_recap(output: str) -> dict[str, dict[str, int]]:
+    """Parse ansible-playbook's PLAY RECAP into {host: {ok, changed, unreachable, failed}}."""
+    import re
+
+    recap = output.rsplit("PLAY RECAP", 1)[-1]
+    return {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
+            for m in re.finditer(RECAP_RE, recap, re.M)}
+
+
+def playbook(*args: str, timeout: float = 1800, inventory: str | Path | None = None,
+             **env: str) -> subprocess.CompletedProcess:
+    inv = str(inventory or ROOT / "inventory" / "lab")
+    return run(["ansible-playbook", "-i", inv, *args], timeout=timeout, env=tool_env(**env))
+
+
+@pytest.fixture(scope="session")
+def lab_cluster(lab_image):
+    """A fresh 2-host lab for the session; torn down at the end even when tests fail."""
+    from lab import cluster
+
+    cluster.down()  # stale containers of an earlier, crashed run
+    try:
+        state = cluster.up(2)
+        yield state
+    finally:
+        cluster.down()

@@ -1,0 +1,40 @@
+"""Static checks: ansible-lint (production profile, no skips), yamllint and ruff over the whole project."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ROOT, run, tail
+
+pytestmark = pytest.mark.lint
+
+
+def test_ansible_lint_production_profile() -> None:
+    proc = run(["ansible-lint", "--profile", "production", "--offline"], timeout=900)
+    assert proc.returncode == 0, tail(proc)
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr, tail(proc)
+
+
+def test_no_lint_skips_without_reason() -> None:
+    """A `# noqa` must name the rule and say why (`# noqa rule  # reason`)."""
+    bad = []
+    for path in ROOT.glob("**/*.yml"):
+        if any(part in {".venv", ".ansible", ".lab", "artifacts"} for part in path.parts):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if "# noqa" in line:
+                after = line.split("# noqa", 1)[1]
+                if "#" not in after or not after.split("#", 1)[1].strip():
+                    bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not bad, "noqa without a reason:\n" + "\n".join(bad)
+    assert "skip_list" not in (ROOT / ".ansible-lint").read_text()
+
+
+def test_yamllint() -> None:
+    proc = run(["yamllint", "--strict", "."], timeout=300)
+    assert proc.returncode == 0, tail(proc)
+
+
+def test_ruff() -> None:
+    proc = run(["ruff", "check", "."], timeout=300)
+    assert proc.returncode == 0, tail(proc)
