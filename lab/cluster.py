@@ -100,6 +100,9 @@ def down() -> None:
         log(f"lab: removing network {net}")
         podman.run("network", "rm", "-f", net)
     stop_switch()
+    # The next lab starts with a factory-fresh switch.
+    for leftover in ("state.json", "port", "emulator.log"):
+        (SWITCH_DIR / leftover).unlink(missing_ok=True)
     INVENTORY.unlink(missing_ok=True)
     (STATE_ROOT / "state.json").unlink(missing_ok=True)
 
@@ -200,7 +203,7 @@ def start_switch() -> int | None:
     cmd = [sys.executable, "-m", "lab.nxos_emu", "--host", "127.0.0.1", "--port", "0",
            "--port-file", str(portfile), "--pid-file", str(SWITCH_DIR / "emulator.pid"),
            "--state-file", str(SWITCH_DIR / "state.json"), "--hostname", SWITCH_NAME,
-           "--username", "admin", "--password", "lab-admin"]
+           "--username", "admin", "--password", "rdma-lab"]
     logf = open(SWITCH_DIR / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
