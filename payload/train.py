@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+
+# DeepSpeed's ZeRO calls a torch collective that torch 2.13 deprecates, once per step: not ours to fix.
+warnings.filterwarnings("ignore", message=r".*all_gather_into_tensor.* is deprecated", category=FutureWarning)
 
 # Never reach for the Hugging Face hub: everything comes from local directories.
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
