@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .device import Device, DeviceInfo
-from .server import EmulatorServer, load_host_key
+from .server import EmulatorServer, check_loopback, load_host_key
 
 
 def _write(path: Path | None, text: str) -> None:
@@ -59,10 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         command_log = args.state_file.with_name(args.state_file.name + ".commands.jsonl")
     info = DeviceInfo(hostname=args.hostname, model=args.model, chassis=args.chassis,
                       version=args.nxos_version, ethernet_ports=args.ports)
+    try:
+        host = check_loopback(args.host)
+    except ValueError as exc:
+        print(f"nxos_emu: {exc}", file=sys.stderr)
+        return 2
     device = Device(info=info, state_file=args.state_file, command_log=command_log)
     startup = args.startup_config.read_text() if args.startup_config else None
     device.boot(startup)
-    server = EmulatorServer(device, args.host, args.port, args.username, args.password,
+    server = EmulatorServer(device, host, args.port, args.username, args.password,
                             load_host_key(args.host_key))
 
     def stop(signum, frame):

@@ -1,0 +1,225 @@
+"""lab.nxos_emu without SSH: modes, grammar, validation, checkpoints, renderings, persistence."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lab.nxos_emu.device import Device, DeviceInfo, Session
+from tests.switch.conftest import FIELD_CONFIG
+
+pytestmark = pytest.mark.switch
+
+
+@pytest.fixture
+def dev() -> Device:
+    device = Device(DeviceInfo(hostname="leaf1"))
+    device.boot()
+    return device
+
+
+@pytest.fixture
+def cli(dev) -> Session:
+    return dev.new_session()
+
+
+def run(cli: Session, *lines: str) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        out += cli.handle(line)
+    return out
+
+
+def errors(output: list[str]) -> list[str]:
+    return [line for line in output if line.startswith(("%", "ERROR"))]
+
+
+def body(dev: Device) -> str:
+    return dev.body_text(dev.running)
+
+
+def test_prompts_per_mode(cli):
+    expected = [
+        ("configure terminal", "leaf1(config)# "),
+        ("class-map type qos match-all ROCE", "leaf1(config-cmap-qos)# "),
+        ("policy-map type qos MARK", "leaf1(config-pmap-qos)# "),
+        ("class ROCE", "leaf1(config-pmap-c-qos)# "),
+        ("policy-map type network-qos NQ", "leaf1(config-pmap-nqos)# "),
+        ("class type network-qos c-8q-nq3", "leaf1(config-pmap-nqos-c)# "),
+        ("policy-map type queuing QUE", "leaf1(config-pmap-que)# "),
+        ("class type queuing c-out-8q-q3", "leaf1(config-pmap-c-que)# "),
+        ("system qos", "leaf1(config-sys-qos)# "),
+        ("interface Ethernet1/1", "leaf1(config-if)# "),
+        ("exit", "leaf1(config)# "),
+        ("end", "leaf1# "),
+    ]
+    assert cli.prompt == "leaf1# "
+    for line, prompt in expected:
+        assert errors(cli.handle(line)) == [], line
+        assert cli.prompt == prompt, line
+
+
+def test_flat_lines_fall_through_to_the_right_mode(cli, dev):
+    """nxos_config sends a policy flat, without `exit`: each line must land in its context."""
+    out = run(cli, "configure terminal",
+              "class-map type qos match-all ROCE", "match dscp 26",
+              "class-map type qos match-all CNP", "match dscp 48",
+              "policy-map type qos MARK", "class ROCE", "set qos-group 3", "class CNP", "set qos-group 7",
+              "policy-map type network-qos NQ", "class type network-qos c-8q-nq3", "mtu 9216",
+              "pause pfc-cos 3", "class type network-qos c-8q-nq-default", "mtu 9216",
+              "system qos", "service-policy type network-qos NQ",
+              "interface Ethernet1/1", "mtu 9216", "service-policy type qos input MARK", "end")
+    assert errors(out) == []
+    assert body(dev).count("mtu 9216") == 3
+    assert "policy-map type qos MARK\n  class ROCE\n    set qos-group 3\n  class CNP\n    set qos-group 7" in body(dev)
+    assert "interface Ethernet1/1\n  mtu 9216\n  service-policy type qos input MARK" in body(dev)
+    assert "system qos\n  service-policy type network-qos NQ" in body(dev)
+
+
+def test_value_replacement_and_no_forms(cli, dev):
+    run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-nq3",
+        "mtu 2240", "pause pfc-cos 3", "mtu 9216")
+    assert "    mtu 9216\n    pause pfc-cos 3" in body(dev)
+    assert "2240" not in body(dev)
+    run(cli, "no pause pfc-cos 3", "interface Ethernet1/2", "mtu 9000", "priority-flow-control mode on",
+        "no priority-flow-control mode on", "no mtu")
+    assert "pause pfc-cos" not in body(dev)
+    assert "interface Ethernet1/2\n\n" in body(dev)  # back to an empty interface
+    run(cli, "no policy-map type network-qos NQ", "end")
+    assert "policy-map" not in body(dev)
+
+
+@pytest.mark.parametrize(("mode_lines", "line", "message"), [
+    ([], "bogus command", "% Invalid command at '^' marker."),
+    ([], "class-map type qos", "% Incomplete command at '^' marker."),
+    (["class-map type qos match-all R"], "match dscp 64", "% Invalid number, range is (0:63) at '^' marker."),
+    (["policy-map type network-qos N", "class type network-qos c-nq3"], "pause pfc-cos 8",
+     "% Invalid number, range is (0:7) at '^' marker."),
+    (["interface Ethernet1/1"], "mtu 9215", "% Invalid value, MTU must be an even number at '^' marker."),
+    (["interface Ethernet1/1"], "mtu 9300", "% Invalid number, range is (576:9216) at '^' marker."),
+    (["interface Ethernet1/1"], "mtu 574", "% Invalid number, range is (576:9216) at '^' marker."),
+    ([], "interface Ethernet1/99", "% Invalid interface format at '^' marker."),
+    (["policy-map type qos M"], "class NOPE", "% class-map NOPE does not exist at '^' marker."),
+    (["system qos"], "service-policy type network-qos NOPE", "% policy-map NOPE does not exist at '^' marker."),
+])
+def test_bad_input_is_rejected_with_a_marker(cli, dev, mode_lines, line, message):
+    run(cli, "configure terminal", *mode_lines)
+    before, prompt = body(dev), cli.prompt
+    out = cli.handle(line)
+    assert out[-1] == message
+    if "marker" in message:
+        assert out[0].strip() == "^"
+    assert body(dev) == before
+    assert cli.prompt == prompt  # a rejected line leaves the mode unchanged
+
+
+def test_references_block_deletes(cli, dev):
+    run(cli, "configure terminal", "class-map type qos match-all R", "match dscp 26",
+        "policy-map type qos M", "class R", "set qos-group 3", "interface Ethernet1/1",
+        "service-policy type qos input M")
+    assert cli.handle("no class-map type qos match-all R") == [
+        "ERROR: class-map R is being referenced by policy-map M"]
+    assert cli.handle("no policy-map type qos M")[0].startswith("ERROR: policy-map M is attached to")
+    run(cli, "interface Ethernet1/1", "no service-policy type qos input M", "no policy-map type qos M",
+        "no class-map type qos match-all R")
+    assert "class-map" not in body(dev)
+
+
+def test_queuing_class_bandwidth_and_priority_exclude_each_other(cli):
+    run(cli, "configure terminal", "policy-map type queuing Q", "class type queuing c-out-8q-q7",
+        "priority level 1")
+    assert cli.handle("bandwidth remaining percent 10")[0].startswith("ERROR: bandwidth and priority")
+
+
+def test_checkpoint_and_rollback_restore_exactly(cli, dev):
+    cli.handle("configure terminal")
+    run(cli, "interface Ethernet1/3", "description keep me", "mtu 9216", "end")
+    saved = body(dev)
+    assert run(cli, "terminal dont-ask", "checkpoint file bootflash:c.ckpt", "checkpoint NAMED") == ["Done", "Done"]
+    run(cli, "configure terminal", "class-map type qos match-all X", "match dscp 10", "interface Ethernet1/3",
+        "no mtu", "end")
+    assert body(dev) != saved
+    assert run(cli, "rollback running-config file bootflash:c.ckpt")[-1] == "Rollback completed successfully."
+    assert body(dev) == saved
+    run(cli, "configure terminal", "hostname other", "end")
+    run(cli, "rollback running-config checkpoint NAMED")
+    assert body(dev) == saved
+    assert cli.handle("checkpoint NAMED") == ["ERROR: Checkpoint name NAMED is already in use"]
+    assert cli.handle("delete bootflash:c.ckpt no-prompt") == []
+    assert cli.handle("rollback running-config file bootflash:c.ckpt")[0].startswith("ERROR")
+
+
+def test_startup_config_and_copy(cli, dev):
+    assert "mtu 9216" not in "\n".join(cli.handle("show startup-config"))
+    run(cli, "configure terminal", "interface Ethernet1/1", "mtu 9216", "end")
+    assert "mtu 9216" not in "\n".join(cli.handle("show startup-config"))
+    assert cli.handle("copy running-config startup-config")[-1] == "Copy complete."
+    assert "mtu 9216" in "\n".join(cli.handle("show startup-config"))
+    assert dev.startup == body(dev)
+
+
+def test_show_filters_and_json(cli):
+    run(cli, "configure terminal", "class-map type qos match-all R", "match dscp 26", "interface Ethernet1/1",
+        "mtu 9216", "end")
+    assert cli.handle("show running-config | section class-map") == ["class-map type qos match-all R",
+                                                                      "  match dscp 26"]
+    assert cli.handle("show running-config | include mtu") == ["  mtu 9216"]
+    out = cli.handle("show version | json")
+    assert out[-1] == "% Invalid command at '^' marker."
+    assert cli.handle("show running-config ipqos | exclude ^!|^version|^$") == [
+        "class-map type qos match-all R", "  match dscp 26"]
+
+
+def test_show_version_and_inventory_parse_like_cisco_nxos(cli):
+    """The regexes the cisco.nxos cliconf plugin applies (lab-notes §4)."""
+    version = "\n".join(cli.handle("show version"))
+    inventory = "\n".join(cli.handle("show inventory"))
+    assert re.search(r"\s+NXOS:\s+version\s*(\S+)", version).group(1) == "10.3(4a)"
+    assert re.search(r"Hardware\n\s+cisco(.+)$", version, re.M).group(1).strip() == "Nexus9000 C93180YC-FX Chassis"
+    assert re.search(r"\s+Device name:\s*(\S+)", version).group(1) == "leaf1"
+    assert re.search(r"\s+NXOS image file is:\s*(\S+)", version).group(1).startswith("bootflash:")
+    assert re.search(r'NAME: "Chassis",\s*DESCR:.*\nPID:\s*(\S+)', inventory).group(1) == "N9K-C93180YC-FX"
+    assert cli.handle("show license host-id") == ["License hostid: VDH=FDO23450LAB"]
+    assert cli.handle("terminal length 0") == [] and cli.handle("terminal width 511") == []
+
+
+def test_ipqos_view_and_pfc_state(cli):
+    run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-8q-nq3",
+        "pause pfc-cos 3", "interface Ethernet1/1", "priority-flow-control mode on", "mtu 9216",
+        "interface Ethernet1/2", "priority-flow-control mode on", "end")
+    pfc = "\n".join(cli.handle("show interface priority-flow-control"))
+    assert re.search(r"Ethernet1/1\s+On\s+Off", pfc)  # no network-qos policy active yet
+    run(cli, "configure terminal", "system qos", "service-policy type network-qos NQ", "end")
+    pfc = "\n".join(cli.handle("show interface priority-flow-control"))
+    assert re.search(r"Ethernet1/1\s+On\s+On\s+\(8\)", pfc)
+    assert re.search(r"Ethernet1/3\s+Auto\s+Off", pfc)
+    ipqos = "\n".join(cli.handle("show running-config ipqos"))
+    assert "interface Ethernet1/1\n  priority-flow-control mode on" in ipqos
+    assert "mtu 9216\n" not in ipqos.split("interface")[1]  # interface MTU is not an ipqos line
+
+
+def test_field_config_loads_with_breakout_ports(tmp_path):
+    dev = Device(DeviceInfo(hostname="field-leaf1"))
+    dev.boot(FIELD_CONFIG.read_text())
+    text = body(dev)
+    assert "interface breakout module 1 port 1 map 10g-4x" in text
+    assert "interface Ethernet1/1/2\n  service-policy type qos input QOS_MARKING" in text
+    assert "    mtu 2240\n    pause pfc-cos 3" in text
+    assert "interface Ethernet1/1\n" not in text
+    assert dev.startup == text
+
+
+def test_state_file_persists_everything(tmp_path):
+    state = tmp_path / "state.json"
+    dev = Device(DeviceInfo(hostname="leaf1"), state_file=state)
+    dev.boot()
+    cli = dev.new_session()
+    run(cli, "configure terminal", "interface Ethernet1/4", "mtu 9216", "end", "checkpoint C1",
+        "configure terminal", "interface Ethernet1/4", "description after", "end")
+    again = Device(DeviceInfo(hostname="leaf1"), state_file=state)
+    again.boot()
+    assert body(again) == body(dev)
+    assert again.startup == dev.startup and again.checkpoints == dev.checkpoints
+    run(again.new_session(), "rollback running-config checkpoint C1")
+    assert "description after" not in body(again)

@@ -1,0 +1,173 @@
+"""The nxos_roce_qos role through real ansible-playbook runs (playbooks/switch.yml).
+
+Each test that talks to a switch starts its own emulator on a random loopback port; the emulator's
+command log shows what went over the wire, its state file what the running config is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+from tests.switch.conftest import FIELD_CONFIG, FIXTURES, ROOT, run_playbook, write_inventory
+
+pytestmark = pytest.mark.switch
+
+EXAMPLE_VARS = ROOT / "inventory" / "example" / "group_vars" / "switches" / "nxos_roce_qos.yml"
+
+
+def _check_golden(rendered: str, golden_name: str) -> None:
+    golden = FIXTURES / golden_name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(rendered)
+    assert rendered == golden.read_text(), f"rendered policy differs from {golden} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+def test_rendered_policy_matches_the_golden_files(tmp_path):
+    """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch."""
+    custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
+    unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
+    inventory = write_inventory(tmp_path / "inv", {"sw-default": dict(unreachable),
+                                                   "sw-custom": {**unreachable, **custom}})
+    run = run_playbook(inventory, "--tags", "nxos_roce_qos_render",
+                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    assert run.rc == 0, run.explain()
+    _check_golden((tmp_path / "render" / "sw-default.cfg").read_text(), "golden-default.cfg")
+    _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
+
+
+BAD_VALUES = {
+    "bad-dscp": ({"nxos_roce_qos_roce_dscp": [26, 64]}, "nxos_roce_qos_roce_dscp"),
+    "bad-cnp-dscp": ({"nxos_roce_qos_cnp_dscp": 26}, "nxos_roce_qos_cnp_dscp"),
+    "bad-cos": ({"nxos_roce_qos_nodrop_cos": 8}, "nxos_roce_qos_nodrop_cos"),
+    "bad-class-mtu": ({"nxos_roce_qos_mtu": 9300}, "nxos_roce_qos_mtu"),
+    "bad-if-mtu": ({"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "mtu": 9215}]},
+                   "nxos_roce_qos_interfaces"),
+    "bad-if-name": ({"nxos_roce_qos_interfaces": [{"name": "eth1/1"}]}, "nxos_roce_qos_interfaces"),
+    "bad-scheme": ({"nxos_roce_qos_queue_scheme": "16q"}, "nxos_roce_qos_queue_scheme"),
+    "bad-type": ({"nxos_roce_qos_cnp_qos_group": "high"}, "nxos_roce_qos_cnp_qos_group"),
+    "bad-bandwidth": ({"nxos_roce_qos_roce_bandwidth_percent": 80}, "nxos_roce_qos_roce_bandwidth_percent"),
+}
+
+
+def test_bad_values_fail_before_connecting_and_name_the_variable(tmp_path):
+    """One host per bad value; no switch listens, so any connection attempt would fail differently."""
+    hosts = {name: {"ansible_host": "127.0.0.1", "ansible_port": 9, **values}
+             for name, (values, _) in BAD_VALUES.items()}
+    run = run_playbook(write_inventory(tmp_path / "inv", hosts),
+                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    assert run.rc != 0
+    for host, (_, variable) in BAD_VALUES.items():
+        assert run.stats(host).get("failures") == 1, f"{host}: {run.stats(host)}"
+        failed = [(name, res) for name, res in run.results(host) if res.get("failed")
+                  or any(r.get("failed") for r in res.get("results", []))]
+        assert len(failed) == 1, host
+        name, res = failed[0]
+        assert name.startswith(("assert | ", "Validating arguments")), f"{host} failed in {name}"
+        assert variable in json.dumps(res), f"{host}: message does not name {variable}: {res}"
+        assert not any(n.startswith(("render |", "push |")) for n, _ in run.results(host))
+    assert not (tmp_path / "render").exists()
+
+
+def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switch_run):
+    first = switch_run(emulator)
+    assert first.rc == 0, first.explain()
+    assert first.stats("lab-switch")["changed"] >= 1
+    result = first.fact("lab-switch", "nxos_roce_qos_result")
+    assert result["passed"] and result["changed"] and result["saved"], result
+    assert "priority-flow-control mode on" in result["commands"]
+    running = emulator.running()
+    assert "system qos\n  service-policy type network-qos ROCE_NETWORK_QOS\n" \
+           "  service-policy type queuing output ROCE_QUEUING" in running
+    assert "interface Ethernet1/2\n  priority-flow-control mode on\n  mtu 9216\n" \
+           "  service-policy type qos input ROCE_QOS_MARKING" in running
+    assert emulator.startup() == running, "saved to startup after the post-check"
+    log = emulator.log()
+    checkpoint = next(i for i, e in enumerate(log) if e["line"].startswith("checkpoint file"))
+    first_config = next(i for i, e in enumerate(log) if e["mode"] != "exec")
+    postcheck = max(i for i, e in enumerate(log) if e["line"] == "show interface priority-flow-control")
+    save = next(i for i, e in enumerate(log) if e["line"] == "copy running-config startup-config")
+    assert checkpoint < first_config < postcheck < save, "checkpoint, push, post-check, then save"
+    assert [e for e in log if e["result"] == "error"] == []
+
+    mark = len(emulator.log())
+    second = switch_run(emulator)
+    assert second.rc == 0, second.explain()
+    assert second.stats("lab-switch")["changed"] == 0, second.explain()
+    assert emulator.config_commands(since=mark) == [], "a converged switch gets no config command"
+    sent = [e["line"] for e in emulator.log()[mark:]]
+    assert not any(line.startswith(("checkpoint", "copy", "rollback")) for line in sent), sent
+    assert second.fact("lab-switch", "nxos_roce_qos_result")["passed"]
+    assert emulator.running() == running
+
+
+def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
+    before = emulator.running()
+    run = switch_run(emulator, "--check", "--diff")
+    assert run.rc == 0, run.explain()
+    plan = run.result("lab-switch", "push | Show the configuration commands")
+    assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
+    assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
+    result = run.fact("lab-switch", "nxos_roce_qos_result")
+    assert result["check_mode"] and not result["passed"]  # reported, not enforced, in check mode
+    assert emulator.config_commands() == []
+    assert emulator.running() == before and emulator.startup() == before
+    assert not any(e["line"].startswith(("checkpoint", "copy", "rollback")) for e in emulator.log())
+
+
+def test_rejected_line_fails_the_play_and_rollback_restores_exactly(emulator, switch_run):
+    """Ethernet1/99 passes the role's checks but the switch has 8 ports: the push fails halfway."""
+    before = emulator.running()
+    run = switch_run(emulator, extra_vars={"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1"},
+                                                                        {"name": "Ethernet1/99"}]})
+    assert run.rc != 0
+    assert run.stats("lab-switch")["failures"] == 1 and run.stats("lab-switch")["rescued"] == 1
+    report = run.result("lab-switch", "push | Report the failure")
+    assert "Invalid interface format" in report["msg"] and "rolled back" in report["msg"]
+    log = emulator.log()
+    applied = [e for e in log if e["mode"] != "exec" and e["result"] == "ok"]
+    assert len(applied) > 10, "earlier lines were applied before the rejected one"
+    assert [e["line"] for e in log if e["result"] == "error"] == ["interface Ethernet1/99"]
+    assert any(e["line"].startswith("rollback running-config file") for e in log)
+    assert emulator.running() == before, "rollback restores the running config exactly"
+    assert emulator.startup() == before, "nothing saved"
+    assert emulator.state()["files"] == {}, "checkpoint file deleted"
+
+
+def test_migration_from_the_field_config(start_emulator, switch_run):
+    """The field switch: mtu 2240 on the no-drop class, no system qos, no PFC, no CNP class."""
+    emu = start_emulator(startup_config=FIELD_CONFIG, hostname="field-leaf1")
+    field_vars = yaml.safe_load(EXAMPLE_VARS.read_text())
+    assert "    mtu 2240\n" in emu.running()
+    run = switch_run(emu, extra_vars=field_vars)
+    assert run.rc == 0, run.explain()
+    result = run.fact("lab-switch", "nxos_roce_qos_result")
+    assert result["passed"] and result["changed"], result
+    commands = result["commands"]
+    # Reported change: mtu replaced in place under the field's own class, new CNP class, attachments.
+    nq = commands.index("policy-map type network-qos QOS_NETWORK")
+    assert commands[nq + 1:nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
+    assert "class-map type qos match-all CNP" in commands
+    assert "service-policy type network-qos QOS_NETWORK" in commands
+    running = emu.running()
+    assert "2240" not in running
+    assert "  class type network-qos c-nq3\n    mtu 9216\n    pause pfc-cos 3" in running
+    # RoCE (queue 3) leaves strict priority: bandwidth + ECN; CNP (queue 2) takes strict priority.
+    q3 = re.search(r"  class type queuing c-out-q3\n((?:    .*\n)+)", running).group(1)
+    assert "priority" not in q3 and "bandwidth remaining percent 50" in q3 and q3.rstrip().endswith(" ecn")
+    assert "  class type queuing c-out-q2\n    priority level 1" in running
+    assert "service-policy type queuing output QOS_QUEUING" in running
+    for port in ("Ethernet1/1/1", "Ethernet1/1/2"):
+        block = re.search(rf"interface {port}\n((?:  .*\n)+)", running).group(1)
+        assert "priority-flow-control mode on" in block and "mtu 9216" in block
+        assert "service-policy type qos input QOS_MARKING" in block
+    assert emu.startup() == running
+
+    mark = len(emu.log())
+    again = switch_run(emu, extra_vars=field_vars)
+    assert again.rc == 0 and again.stats("lab-switch")["changed"] == 0, again.explain()
+    assert emu.config_commands(since=mark) == []
