@@ -65,9 +65,7 @@ class TrainConfig:
     dtype: str = "auto"  # auto: bfloat16 where the device supports it, else float32
     compile: bool = False  # torch.compile the model
     seed: int = 1337  # each rank uses seed + rank
-    threads: int = (
-        0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
-    )
+    threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
     # --- distributed engine
     engine: str = "ddp"  # ddp | deepspeed
     zero_stage: int = 1  # DeepSpeed ZeRO stage (1, 2, 3)
@@ -187,9 +185,7 @@ def _check_key(cls: type, key: str, source: str) -> None:
     names = [f.name for f in dataclasses.fields(cls)]
     if key not in names:
         hint = difflib.get_close_matches(key, names, n=1)
-        raise ConfigError(
-            f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-        )
+        raise ConfigError(f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
 
 
 def load_file(path: str) -> dict[str, Any]:

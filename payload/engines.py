@@ -34,9 +34,7 @@ class DDPEngine:
     def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
         self.cfg, self.device = cfg, device
         self.raw = model.to(device)  # the bare module: checkpoints and exports use its state_dict
-        self.autocast = (
-            torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        )
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         module = torch.compile(self.raw) if cfg.compile else self.raw
         if world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP

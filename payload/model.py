@@ -29,9 +29,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
     if has_weights(cfg.init_from):
         model = GPT2LMHeadModel.from_pretrained(cfg.init_from, local_files_only=True, **drop)
         if model.config.vocab_size < vocab_size:
-            raise ValueError(
-                f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}"
-            )
+            raise ValueError(f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}")
         log(f"model: pretrained weights from {cfg.init_from}")
         return model
     if cfg.init_from:

@@ -88,8 +88,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_launcher() -> None:
+    """torchrun starts every worker in a session of its own: if torchrun is killed (an outer deadline, the
+    OOM killer), have the kernel send us SIGTERM, so we checkpoint and exit instead of lingering."""
+    if sys.platform.startswith("linux") and "TORCHELASTIC_RUN_ID" in os.environ:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+
 def init_distributed(cfg: TrainConfig) -> Dist:
     """Join the process group torchrun set up (a group of one for plain `python train.py`)."""
+    _die_with_launcher()
     if "RANK" not in os.environ:
         os.environ.update(
             RANK="0",
@@ -206,9 +217,7 @@ class Trainer:
         )
 
         cuda = d.device.type == "cuda"
-        self.bf16 = cfg.dtype == "bfloat16" or (
-            cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported()
-        )
+        self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
         # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
         # a different stream per rank for dropout.
         torch.manual_seed(cfg.seed)
@@ -220,9 +229,7 @@ class Trainer:
         self.n_params, n_matmul = count_params(model)
         mc = model.config
         self.flops_per_token = flops_per_token(n_matmul, mc.n_layer, mc.n_embd, cfg.block_size)
-        self.peak_flops, peak_src = device_peak_flops(
-            d.device, self.bf16, torch.get_num_threads(), cfg.peak_tflops
-        )
+        self.peak_flops, peak_src = device_peak_flops(d.device, self.bf16, torch.get_num_threads(), cfg.peak_tflops)
         self.log(
             f"model: {self.n_params / 1e6:.1f}M parameters, {mc.n_layer} layers, {mc.n_embd} wide, "
             f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
@@ -331,8 +338,7 @@ class Trainer:
         lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX)
         if -lo != hi:
             raise RuntimeError(
-                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the "
-                "same on every node?"
+                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the same on every node?"
             )
         return tok, tokens
 
@@ -380,9 +386,7 @@ class Trainer:
             if saved.get(key) != getattr(self.cfg, key):
                 self.log(f"resume: warning: {key} was {saved.get(key)!r}, now {getattr(self.cfg, key)!r}")
         if meta["world_size"] != self.world:
-            self.log(
-                f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes"
-            )
+            self.log(f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes")
         self.step, self.tokens_seen = meta["step"], meta["tokens_seen"]
         self.sampler.load_state_dict(meta["sampler"])
         rng = ckpt / f"rng_rank{self.rank}.pt"
@@ -518,9 +522,7 @@ class Trainer:
     def _on_signal(self, signum, frame) -> None:
         if not self.stop_signal:
             self.stop_signal = signum
-            print(
-                f"rank {self.rank}: got {signal.Signals(signum).name}, stopping after this step", flush=True
-            )
+            print(f"rank {self.rank}: got {signal.Signals(signum).name}, stopping after this step", flush=True)
 
     def run(self) -> int:
         cfg = self.cfg
@@ -592,9 +594,7 @@ class Trainer:
             "hostname": socket.gethostname(),
             "versions": versions(),
         }
-        self.metrics.write(
-            kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")}
-        )
+        self.metrics.write(kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")})
         if self.writer:
             _write_json(self.out / "result.json", result)
 
@@ -636,9 +636,7 @@ def load_for_inference(out_dir: str):
     ckpt = _latest_checkpoint(out)
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     if not (ckpt / "model.pt").exists():
-        raise FileNotFoundError(
-            f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first"
-        )
+        raise FileNotFoundError(f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first")
     cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
     cfg.init_from = ""  # the checkpoint has the weights
     model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)

@@ -41,8 +41,7 @@ def corpus(tmp_path_factory) -> Path:
         rng = random.Random(0)
         for i in range(3):
             lines = [
-                " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "."
-                for _ in range(12000)
+                " ".join(rng.choice(words) for _ in range(rng.randint(4, 12))).capitalize() + "." for _ in range(12000)
             ]
             (out / f"doc{i}.txt").write_text("\n".join(lines))
     return out
@@ -64,16 +63,30 @@ def token_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("token-cache")
 
 
-@pytest.fixture
-def launch(tmp_path):
-    """launch(args, nproc=2) -> Launch; every job started here is killed at teardown."""
+def _launcher(tmp: Path):
     jobs: list[Launch] = []
 
     def start(args: list[str], nproc: int = 2) -> Launch:
-        job = Launch(torchrun_cmd(nproc, args), tmp_path / f"torchrun-{len(jobs)}.log")
+        job = Launch(torchrun_cmd(nproc, args), tmp / f"torchrun-{len(jobs)}.log")
         jobs.append(job)
         return job
 
+    return start, jobs
+
+
+@pytest.fixture
+def launch(tmp_path):
+    """launch(args, nproc=2) -> Launch; every job started here is killed at teardown."""
+    start, jobs = _launcher(tmp_path)
+    yield start
+    for job in jobs:
+        job.stop()
+
+
+@pytest.fixture(scope="module")
+def launch_module(tmp_path_factory):
+    """The same for runs that several tests of a module look at."""
+    start, jobs = _launcher(tmp_path_factory.mktemp("launch"))
     yield start
     for job in jobs:
         job.stop()

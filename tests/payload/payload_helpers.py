@@ -3,6 +3,7 @@ small utilities. Fixtures are in conftest.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -69,6 +70,7 @@ class Launch:
 
     def __init__(self, cmd: list[str], log: Path):
         self.log_path = log
+        self.pids: set[int] = set()  # workers a test touched: killed at the end even if orphaned
         self.log = log.open("wb")
         self.proc = subprocess.Popen(
             cmd, stdout=self.log, stderr=subprocess.STDOUT, env=job_env(), cwd=REPO, start_new_session=True
@@ -85,12 +87,31 @@ class Launch:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
-        try:
+        """SIGKILL torchrun's process group and every process below it: torchrun starts each worker in a
+        session of its own, so a worker that cannot die by itself (SIGSTOPped) would outlive the group."""
+        procs = [self.proc.pid, *descendants(self.proc.pid), *self.pids]
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for pid in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait()
         self.log.close()
+
+
+def descendants(pid: int) -> list[int]:
+    """All processes below `pid`, found through the parent pid in /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def run_ok(launch, args: list[str], nproc: int = 2, timeout: float = 150) -> str:
@@ -114,9 +135,7 @@ def wait_for(predicate, timeout: float, what: str, job: Launch | None = None):
         if job is not None and job.proc.poll() is not None:
             pytest.fail(f"job ended (rc {job.proc.returncode}) before {what}:\n{job.output()[-4000:]}")
         time.sleep(0.2)
-    pytest.fail(
-        f"timed out after {timeout} s waiting for {what}" + (f":\n{job.output()[-4000:]}" if job else "")
-    )
+    pytest.fail(f"timed out after {timeout} s waiting for {what}" + (f":\n{job.output()[-4000:]}" if job else ""))
 
 
 def base_args(out: Path, corpus: Path, tokenizer_dir: Path, token_cache: Path, **overrides) -> list[str]:

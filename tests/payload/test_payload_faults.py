@@ -28,7 +28,9 @@ def rank_pids(out: Path, job, min_step: int = 2) -> dict[int, int]:
         return recs if steps and max(steps) >= min_step else None
 
     records = wait_for(ready, 120, "both ranks training", job)
-    return {r["rank"]: r["pid"] for r in records if r["kind"] == "start"}
+    pids = {r["rank"]: r["pid"] for r in records if r["kind"] == "start"}
+    job.pids.update(pids.values())
+    return pids
 
 
 def alive(pid: int) -> bool:
@@ -56,7 +58,7 @@ def test_killed_rank_fails_the_job_at_once(launch, tmp_path, corpus, tokenizer_d
 def test_hung_rank_fails_the_peer_after_pg_timeout(launch, tmp_path, corpus, tokenizer_dir, token_cache):
     """SIGSTOP leaves the socket open, so only the process-group timeout can end the wait."""
     out = tmp_path / "run"
-    timeout = 8
+    timeout = 6
     job = launch(base_args(out, corpus, tokenizer_dir, token_cache, pg_timeout=timeout, **LONG))
     pids = rank_pids(out, job)
     os.kill(pids[1], signal.SIGSTOP)
