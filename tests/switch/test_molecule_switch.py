@@ -1,4 +1,7 @@
-"""The role's Molecule scenario: a fresh emulator (delegated driver), check, converge, idempotence, verify."""
+"""The role's Molecule scenario: a fresh emulator (delegated driver), check, converge, idempotence, verify.
+
+Molecule is started in the background when collection ends (see conftest.py); this test waits for it.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,12 @@ import re
 
 import pytest
 
-from tests.conftest import run, tail, tool_env
-
 pytestmark = pytest.mark.switch
 
 
-def test_molecule_nxos_roce_qos() -> None:
-    proc = run(["molecule", "test", "-s", "nxos_roce_qos"], timeout=600,
-               env=tool_env(ANSIBLE_DEPRECATION_WARNINGS="False"))
-    assert proc.returncode == 0, f"molecule test -s nxos_roce_qos failed:\n{tail(proc)}"
-    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+def test_molecule_nxos_roce_qos(molecule_result) -> None:
+    returncode, output = molecule_result
+    out = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    assert returncode == 0, f"molecule test -s nxos_roce_qos failed:\n{out[-6000:]}"
     for step in ("create", "check", "converge", "idempotence", "verify", "destroy"):
         assert re.search(rf"{step}: Executed: Successful", out), f"step {step} did not pass:\n{out[-3000:]}"
