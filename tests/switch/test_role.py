@@ -40,6 +40,17 @@ def test_rendered_policy_matches_the_golden_files(tmp_path):
     _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
 
 
+def test_example_inventory_renders_with_its_vault(tmp_path):
+    """The field cluster's inventory as shipped: vault (documented example password) + field names."""
+    password = tmp_path / "vault-pass"
+    password.write_text("rdma-llm-example")
+    run = run_playbook(ROOT / "inventory" / "example", "--tags", "nxos_roce_qos_render",
+                       "--vault-id", f"example@{password}",
+                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    assert run.rc == 0, run.explain()
+    _check_golden((tmp_path / "render" / "nexus1.cfg").read_text(), "golden-example.cfg")
+
+
 BAD_VALUES = {
     "bad-dscp": ({"nxos_roce_qos_roce_dscp": [26, 64]}, "nxos_roce_qos_roce_dscp"),
     "bad-cnp-dscp": ({"nxos_roce_qos_cnp_dscp": 26}, "nxos_roce_qos_cnp_dscp"),
