@@ -131,7 +131,7 @@ class EmulatorServer:
             if channel is None or not auth.shell.wait(10):
                 return
             session = self.device.new_session()
-            LOG.info("session %d opened from %s:%s", session.number, *addr[:2])
+            LOG.info("session %d opened from %s:%s (%s)", session.number, *addr[:2], transport.remote_version)
             self._shell(channel, session)
             LOG.info("session %d closed", session.number)
         except (EOFError, OSError, paramiko.SSHException) as exc:

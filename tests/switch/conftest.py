@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +127,7 @@ _molecule: dict = {}
 def pytest_collection_finish(session) -> None:
     if not any(item.nodeid.endswith(MOLECULE_TEST) for item in session.items):
         return
-    log = Path(session.config.cache.mkdir("nxos_roce_qos")) / "molecule.log"
+    log = Path(tempfile.mkdtemp(prefix="nxos_roce_qos_molecule_")) / "molecule.log"
     handle = log.open("w")
     env = tool_env(ANSIBLE_DEPRECATION_WARNINGS="False")
     _molecule["log"] = log
@@ -208,12 +209,13 @@ def write_inventory(directory: Path, switches: dict[str, dict], lab_group_vars: 
 
 
 def run_playbook(inventory: Path, *args: str, extra_vars: dict | None = None,
-                 playbook: str = "playbooks/switch.yml", timeout: float = 240) -> PlaybookRun:
+                 playbook: str = "playbooks/switch.yml", timeout: float = 240,
+                 env: dict | None = None) -> PlaybookRun:
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook, *args]
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     env = tool_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
-                   ANSIBLE_DEPRECATION_WARNINGS="False")
+                   ANSIBLE_DEPRECATION_WARNINGS="False", **(env or {}))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=timeout,
                           check=False)
     try:
@@ -227,11 +229,11 @@ def run_playbook(inventory: Path, *args: str, extra_vars: dict | None = None,
 def switch_run(tmp_path):
     """Run playbooks/switch.yml against an emulator as host `lab-switch` (the lab's host name)."""
 
-    def run(emu: Emulator, *args: str, extra_vars: dict | None = None) -> PlaybookRun:
+    def run(emu: Emulator, *args: str, extra_vars: dict | None = None, env: dict | None = None) -> PlaybookRun:
         inventory = write_inventory(tmp_path / "inventory",
                                     {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emu.port}})
         merged = {"nxos_roce_qos_render_dir": str(tmp_path / "render"), **(extra_vars or {})}
-        return run_playbook(inventory, *args, extra_vars=merged)
+        return run_playbook(inventory, *args, extra_vars=merged, env=env)
 
     return run
 

@@ -117,8 +117,9 @@ def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switc
 
 
 def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
+    """Also the paramiko transport (ansible.cfg sets libssh for every other run)."""
     before = emulator.running()
-    run = switch_run(emulator, "--check", "--diff")
+    run = switch_run(emulator, "--check", "--diff", env={"ANSIBLE_NETWORK_CLI_SSH_TYPE": "paramiko"})
     assert run.rc == 0, run.explain()
     plan = run.result("lab-switch", "push | Show the configuration commands")
     assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
