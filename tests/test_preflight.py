@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import playbook, tail
+from tests.conftest import ROOT, playbook, tail
 
 pytestmark = pytest.mark.lint
 
@@ -64,3 +64,10 @@ def test_bad_inventory_fails_before_contact(tmp_path: Path, nodes, extra, messag
     assert proc.returncode != 0, out[-3000:]
     assert message in " ".join(out.split()), out[-3000:]
     assert "UNREACHABLE" not in out and "host.invalid" not in out, out[-3000:]
+
+
+def test_example_inventory_passes() -> None:
+    """The field cluster as a user writes it (inventory/example) is a valid inventory."""
+    proc = playbook("playbooks/preflight.yml", "-e", "preflight_check_facts=false",
+                    inventory=ROOT / "inventory" / "example", timeout=120)
+    assert proc.returncode == 0, tail(proc)
