@@ -72,7 +72,8 @@ class TrainConfig:
     offload_optimizer: bool = False  # DeepSpeed: keep optimizer state on the CPU
     ds_config: str = ""  # DeepSpeed JSON config file; empty: generated from the options above
     backend: str = "auto"  # auto: nccl on GPUs, gloo on CPU
-    pg_timeout: float = 600.0  # seconds a collective may wait for a peer before the job fails
+    pg_timeout: float = 600.0  # seconds a training collective may wait for a peer before the job fails
+    setup_timeout: float = 1800.0  # the same while ranks wait for tokenizer training / corpus tokenizing
     # --- evaluation, logging, checkpoints
     val_fraction: float = 0.05  # tail of the corpus held out for validation
     eval_interval: int = 100  # steps between validation passes (and one at the start and the end)
@@ -108,6 +109,7 @@ class TrainConfig:
         need(self.weight_decay >= 0 and self.grad_clip >= 0, "weight_decay", "decay and clip must be >= 0")
         need(self.zero_stage in (1, 2, 3), "zero_stage", "must be 1, 2 or 3")
         need(self.pg_timeout > 0 and math.isfinite(self.pg_timeout), "pg_timeout", "must be > 0 seconds")
+        need(self.setup_timeout > 0 and math.isfinite(self.setup_timeout), "setup_timeout", "must be > 0 s")
         need(self.keep_ckpts >= 1, "keep_ckpts", "must be >= 1")
         need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
         if self.engine == "ddp":

@@ -186,6 +186,9 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.dist = d = init_distributed(cfg)
+        # Setup (tokenizer training, tokenizing the corpus) keeps some ranks waiting far longer than a
+        # training step ever should: its collectives get a group with their own, long timeout.
+        self.setup = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.setup_timeout))
         self.rank, self.world = d.rank, d.world_size
         self.master = d.rank == 0
         self.out = Path(cfg.out_dir).resolve()
@@ -235,6 +238,7 @@ class Trainer:
             f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
             f"TFLOPS/rank ({peak_src})"
         )
+        dist.barrier(group=self.setup)  # ranks enter the engine's first broadcast together
         if cfg.engine == "deepspeed":
             from payload.engines import DeepSpeedEngine
 
@@ -273,27 +277,26 @@ class Trainer:
         if self.master:
             print(msg, flush=True)
 
-    def _all_reduce(self, values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
+    def _all_reduce(self, values: list[float], op=dist.ReduceOp.SUM, group=None) -> list[float]:
+        on_cpu = group is not None or self.dist.backend == "gloo"
         t = torch.tensor(
-            values,
-            dtype=torch.float64 if self.dist.backend == "gloo" else torch.float32,
-            device=self.dist.device,
+            values, dtype=torch.float64 if on_cpu else torch.float32, device="cpu" if on_cpu else self.dist.device
         )
-        dist.all_reduce(t, op=op)
+        dist.all_reduce(t, op=op, group=group)
         return t.tolist()
 
     def _choose_writers(self) -> bool:
         """Does every node see rank 0's out_dir (a shared file system)? Then rank 0 alone writes the
         files that are the same on all ranks; otherwise local rank 0 of each node does."""
         token = [secrets.token_hex(8) if self.master else None]
-        dist.broadcast_object_list(token, src=0)  # (rank 0 already knows it; the others learn it)
+        dist.broadcast_object_list(token, src=0, group=self.setup)  # (rank 0 already knows it; the others learn it)
         probe = self.out / f".probe-{token[0]}"
         if self.master:
             probe.write_text(token[0])
-        dist.barrier()
+        dist.barrier(group=self.setup)
         seen = probe.exists()
-        self.shared = self._all_reduce([float(seen)], dist.ReduceOp.MIN)[0] == 1.0
-        dist.barrier()
+        self.shared = self._all_reduce([float(seen)], dist.ReduceOp.MIN, self.setup)[0] == 1.0
+        dist.barrier(group=self.setup)
         if self.master:
             probe.unlink()
         return self.master if self.shared else self.dist.local_rank == 0
@@ -320,7 +323,7 @@ class Trainer:
             if tok.convert_tokens_to_ids(D.EOS) is None:
                 raise ValueError(f"tokenizer has no {D.EOS} token to separate documents")
             tok_json = [tok.backend_tokenizer.to_str()]
-        dist.broadcast_object_list(tok_json, src=0)
+        dist.broadcast_object_list(tok_json, src=0, group=self.setup)
         if not self.master:
             tok = D.tokenizer_from_json(tok_json[0])
         if self.writer:
@@ -331,11 +334,11 @@ class Trainer:
             t0 = time.time()
             path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)
             self.log(f"data: token cache {path} ({time.time() - t0:.1f} s)")
-        dist.barrier()
+        dist.barrier(group=self.setup)
         if d.local_rank != 0:
             path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)  # finds the file just written
         tokens = D.load_tokens(path)
-        lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX)
+        lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX, self.setup)
         if -lo != hi:
             raise RuntimeError(
                 f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the same on every node?"

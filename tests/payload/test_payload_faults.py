@@ -58,7 +58,7 @@ def test_killed_rank_fails_the_job_at_once(launch, tmp_path, corpus, tokenizer_d
 def test_hung_rank_fails_the_peer_after_pg_timeout(launch, tmp_path, corpus, tokenizer_dir, token_cache):
     """SIGSTOP leaves the socket open, so only the process-group timeout can end the wait."""
     out = tmp_path / "run"
-    timeout = 6
+    timeout = 10
     job = launch(base_args(out, corpus, tokenizer_dir, token_cache, pg_timeout=timeout, **LONG))
     pids = rank_pids(out, job)
     os.kill(pids[1], signal.SIGSTOP)
