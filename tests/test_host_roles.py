@@ -1,8 +1,8 @@
 """Host roles rdma_netplan and rdma_modules: bad input is refused before any change; lock-out protection.
 
 The bad-input tests run ansible-playbook against a throwaway inventory whose only host is an address
-nothing answers on (TEST-NET-1, 192.0.2.1, over SSH with a 2 s timeout) and gather_facts false: the
-role's validation runs on the controller, so the run must fail with the validation message naming the
+nothing answers on (SSH to port 9 on loopback: refused at once, no traffic leaves this machine) and
+gather_facts false: the role's validation runs on the controller, so the run must fail with the validation message naming the
 variable and the host must never have been contacted (no "UNREACHABLE"). Nothing on this machine is
 touched: no local connection is ever used.
 
@@ -35,7 +35,8 @@ def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
                 "rdma_nodes": {
                     "hosts": {
                         "badnode1": {
-                            "ansible_host": "192.0.2.1",
+                            "ansible_host": "127.0.0.1",
+                            "ansible_port": 9,
                             "ansible_connection": "ssh",
                             "ansible_user": "nobody",
                             "ansible_ssh_common_args": "-o ConnectTimeout=2 -o BatchMode=yes",
