@@ -2,9 +2,9 @@
 
 The bad-input tests run ansible-playbook against a throwaway inventory whose only host is an address
 nothing answers on (SSH to port 9 on loopback: refused at once, no traffic leaves this machine) and
-gather_facts false: the role's validation runs on the controller, so the run must fail with the validation message naming the
-variable and the host must never have been contacted (no "UNREACHABLE"). Nothing on this machine is
-touched: no local connection is ever used.
+gather_facts false: the role's validation runs on the controller, so the run must fail with the
+validation message naming the variable and the host must never have been contacted (no "UNREACHABLE").
+Nothing on this machine is touched: no local connection is ever used.
 
 The lock-out protection is proven by the side_effect step of the Molecule scenario molecule/rdma_netplan
 (run by tests/test_molecule.py with every other scenario; one scenario saves a second netplan install):
