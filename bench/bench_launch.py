@@ -1,0 +1,65 @@
+"""Launch overhead of playbooks/train.yml on 2 and 4 lab hosts, side by side in one run.
+
+  .venv/bin/python bench/bench_launch.py [--hosts 2 4] [--steps 50]
+
+For each size: a fresh lab, site.yml (not timed here, see docs/lab.md), then one DDP launch of the tiny
+preset; reports playbook start -> launch, launch -> first logged step, and playbook start -> end, taken from
+the run's manifest and report. Leaves no lab behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lab import cluster, podman  # noqa: E402
+from lab.cli import demo_corpus  # noqa: E402
+
+
+def playbook(*args: str) -> None:
+    env = dict(os.environ, CONTAINERS_CONF=str(podman.containers_conf()),
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run(["ansible-playbook", "-i", "inventory/lab", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(proc.stdout[-3000:])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--steps", type=int, default=50)
+    args = ap.parse_args()
+    rows = []
+    try:
+        for n in args.hosts:
+            cluster.down()
+            cluster.up(n)
+            playbook("playbooks/site.yml")
+            run_id = f"bench-launch-{n}-{int(time.time())}"
+            playbook("playbooks/train.yml", "-e", f"data={demo_corpus()}", "-e", f"run_id={run_id}",
+                     "-e", f"steps={args.steps}", "-e", "args='--batch_size=8 --block_size=128 --log_interval=5'")
+            run = ROOT / "artifacts" / run_id
+            m = json.loads((run / "manifest.json").read_text())
+            r = json.loads((run / "report.json").read_text())
+            t = {k: float(v) for k, v in m["timings"].items()}
+            rows.append((n, t["launched_epoch"] - t["started_epoch"], r["launch_to_first_step_s"],
+                         r["launch_to_end_s"], r["total_s"], r["tokens_per_s_median"]))
+    finally:
+        cluster.down()
+    print("hosts  start->launch s  launch->first step s  launch->end s  start->end s  tokens/s")
+    for row in rows:
+        print("{:>5}  {:>15.1f}  {:>20.1f}  {:>13.1f}  {:>12.1f}  {:>8.0f}".format(*row))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
