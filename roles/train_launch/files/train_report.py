@@ -73,36 +73,27 @@ def plot(summary: dict, run: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
     curves = summary["curves"]
     title = f"{summary['run_id']} · {summary['engine']} · {summary['model']} · {summary['nodes']} node(s)"
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if curves["train"]:
-        ax.plot(*zip(*curves["train"], strict=True), label="train loss (all ranks)")
-    if curves["eval"]:
-        ax.plot(*zip(*curves["eval"], strict=True), "o-", label="validation loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run / "loss.png", dpi=110)
-    plt.close(fig)
-    made.append("loss.png")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if curves["tokens_per_s"]:
-        ax.plot(*zip(*curves["tokens_per_s"], strict=True), label="tokens/s (whole job)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("tokens/s")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run / "throughput.png", dpi=110)
-    plt.close(fig)
-    made.append("throughput.png")
-    return made
+    charts = {
+        # file: (y label, [(curve, line style, legend)])
+        "loss.png": ("loss", [("train", "-", "train loss (all ranks)"), ("eval", "o-", "validation loss")]),
+        "throughput.png": ("tokens/s", [("tokens_per_s", "-", "tokens/s (whole job)")]),
+    }
+    for name, (ylabel, lines) in charts.items():
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for curve, style, label in lines:
+            if curves[curve]:
+                ax.plot(*zip(*curves[curve], strict=True), style, label=label)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(run / name, dpi=110)
+        plt.close(fig)
+    return list(charts)
 
 
 def fmt(v, spec=".4f"):
