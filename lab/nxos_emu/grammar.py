@@ -533,21 +533,26 @@ def _pmap_c_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None
     return None
 
 
-def _pmap_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+def _system_class(node: Node, args: Args, negate: bool, kind: str, valid, mode: str) -> Node | None:
+    """`class type <kind> <name>` inside a network-qos or queuing policy: only the system classes exist."""
     args.first("class")
     args.kw("type")
-    args.kw("network-qos")
+    args.kw(kind)
     tok = args.peek()
     name = args.word()
     args.end()
-    key = f"class type network-qos {name}"
-    if name not in NQ_CLASSES:
+    key = f"class type {kind} {name}"
+    if name not in valid:
         raise CliError(f"% Invalid class-map {name} at '^' marker.", tok.col if tok else None)
     if negate:
         if not node.remove(key):
             raise CliError(f"ERROR: class {name} is not in this policy-map")
         return None
-    return node.block(key, key, "pmap-c-nqos")
+    return node.block(key, key, mode)
+
+
+def _pmap_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
+    return _system_class(node, args, negate, "network-qos", NQ_CLASSES, "pmap-c-nqos")
 
 
 def _pmap_c_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
@@ -586,20 +591,7 @@ def _pmap_c_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | Non
 
 
 def _pmap_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
-    args.first("class")
-    args.kw("type")
-    args.kw("queuing")
-    tok = args.peek()
-    name = args.word()
-    args.end()
-    key = f"class type queuing {name}"
-    if name not in QUEUE_CLASSES:
-        raise CliError(f"% Invalid class-map {name} at '^' marker.", tok.col if tok else None)
-    if negate:
-        if not node.remove(key):
-            raise CliError(f"ERROR: class {name} is not in this policy-map")
-        return None
-    return node.block(key, key, "pmap-c-que")
+    return _system_class(node, args, negate, "queuing", QUEUE_CLASSES, "pmap-c-que")
 
 
 def _pmap_c_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
