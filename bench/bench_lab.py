@@ -29,11 +29,19 @@ def timed(fn, *args):
 
 
 def site(*extra: str) -> float:
-    env = dict(os.environ, CONTAINERS_CONF=str(podman.containers_conf()),
-               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        CONTAINERS_CONF=str(podman.containers_conf()),
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
     t0 = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "-i", "inventory/lab", "playbooks/site.yml", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", "inventory/lab", "playbooks/site.yml", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:])
     return time.monotonic() - t0

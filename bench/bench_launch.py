@@ -25,10 +25,14 @@ from lab.cli import demo_corpus  # noqa: E402
 
 
 def playbook(*args: str) -> None:
-    env = dict(os.environ, CONTAINERS_CONF=str(podman.containers_conf()),
-               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    proc = subprocess.run(["ansible-playbook", "-i", "inventory/lab", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    env = dict(
+        os.environ,
+        CONTAINERS_CONF=str(podman.containers_conf()),
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", "inventory/lab", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:])
 
@@ -45,14 +49,31 @@ def main() -> int:
             cluster.up(n)
             playbook("playbooks/site.yml")
             run_id = f"bench-launch-{n}-{int(time.time())}"
-            playbook("playbooks/train.yml", "-e", f"data={demo_corpus()}", "-e", f"run_id={run_id}",
-                     "-e", f"steps={args.steps}", "-e", "args='--batch_size=8 --block_size=128 --log_interval=5'")
+            playbook(
+                "playbooks/train.yml",
+                "-e",
+                f"data={demo_corpus()}",
+                "-e",
+                f"run_id={run_id}",
+                "-e",
+                f"steps={args.steps}",
+                "-e",
+                "args='--batch_size=8 --block_size=128 --log_interval=5'",
+            )
             run = ROOT / "artifacts" / run_id
             m = json.loads((run / "manifest.json").read_text())
             r = json.loads((run / "report.json").read_text())
             t = {k: float(v) for k, v in m["timings"].items()}
-            rows.append((n, t["launched_epoch"] - t["started_epoch"], r["launch_to_first_step_s"],
-                         r["launch_to_end_s"], r["total_s"], r["tokens_per_s_median"]))
+            rows.append(
+                (
+                    n,
+                    t["launched_epoch"] - t["started_epoch"],
+                    r["launch_to_first_step_s"],
+                    r["launch_to_end_s"],
+                    r["total_s"],
+                    r["tokens_per_s_median"],
+                )
+            )
     finally:
         cluster.down()
     print("hosts  start->launch s  launch->first step s  launch->end s  start->end s  tokens/s")

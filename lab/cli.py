@@ -15,14 +15,25 @@ from lab.image import ensure_image
 
 # What the lab needs on a Debian 12 controller (podman 4.3 and friends, and mmdebstrap for the image).
 HOST_PACKAGES = [
-    "podman", "runc", "crun", "conmon", "netavark", "aardvark-dns", "catatonit", "uidmap",
-    "slirp4netns", "fuse-overlayfs", "iptables", "mmdebstrap", "openssh-client", "make",
+    "podman",
+    "runc",
+    "crun",
+    "conmon",
+    "netavark",
+    "aardvark-dns",
+    "catatonit",
+    "uidmap",
+    "slirp4netns",
+    "fuse-overlayfs",
+    "iptables",
+    "mmdebstrap",
+    "openssh-client",
+    "make",
 ]
 
 
 def host_packages(_args) -> int:
-    missing = [p for p in HOST_PACKAGES
-               if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    missing = [p for p in HOST_PACKAGES if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
     if not missing:
         print("lab: host packages present")
         return 0
@@ -70,12 +81,24 @@ def demo(args) -> int:
     run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
     took_train = 0.0
     if not args.no_train:
-        took_train = playbook("train.yml", "-e", f"data={demo_corpus()}", "-e", f"run_id={run_id}",
-                              "-e", f"engine={args.engine}", "-e", f"steps={args.steps}",
-                              "-e", "args='--batch_size=8 --block_size=128 --eval_interval=50 --log_interval=10'")
+        took_train = playbook(
+            "train.yml",
+            "-e",
+            f"data={demo_corpus()}",
+            "-e",
+            f"run_id={run_id}",
+            "-e",
+            f"engine={args.engine}",
+            "-e",
+            f"steps={args.steps}",
+            "-e",
+            "args='--batch_size=8 --block_size=128 --eval_interval=50 --log_interval=10'",
+        )
     print("\nlab demo: done")
-    print(f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml {took_site:.0f} s"
-          + (f", train.yml {took_train:.0f} s" if took_train else ""))
+    print(
+        f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml {took_site:.0f} s"
+        + (f", train.yml {took_train:.0f} s" if took_train else "")
+    )
     if took_train:
         run = ROOT / "artifacts" / run_id
         print(f"  report    {run / 'report.md'}")
@@ -106,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "host-packages":
         return host_packages(args)
     if shutil.which("podman") is None:
-        print("lab: podman is not installed; run `make setup` (or `python3 -m lab host-packages`)",
-              file=sys.stderr)
+        print("lab: podman is not installed; run `make setup` (or `python3 -m lab host-packages`)", file=sys.stderr)
         return 2
     if args.command == "image":
         print(ensure_image())

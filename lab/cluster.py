@@ -57,6 +57,7 @@ def log(msg: str) -> None:
 
 # ---------------------------------------------------------------- inspection
 
+
 def containers() -> list[dict]:
     return podman.jsonout("ps", "-a", "--filter", f"label={LABEL}", "--format", "json")
 
@@ -88,6 +89,7 @@ def emulator_available() -> bool:
 
 
 # ---------------------------------------------------------------- down
+
 
 def down() -> None:
     """Remove every lab container, network and the emulator process. Safe to run any time."""
@@ -132,11 +134,13 @@ def stop_switch() -> None:
 
 # ---------------------------------------------------------------- up
 
+
 def ensure_key() -> Path:
     SSH_DIR.mkdir(parents=True, exist_ok=True)
     if not KEY.exists():
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdma-llm-lab",
-                        "-f", str(KEY)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdma-llm-lab", "-f", str(KEY)], check=True
+        )
     return KEY
 
 
@@ -144,25 +148,45 @@ def ensure_networks() -> None:
     have = set(networks())
     if MGMT_NET not in have:
         # Management: NAT to the outside (apt, PyPI) and container-to-container TCP.
-        podman.run("network", "create", "--label", LABEL, "--subnet", MGMT_SUBNET,
-                   "--gateway", MGMT_GW, MGMT_NET)
+        podman.run("network", "create", "--label", LABEL, "--subnet", MGMT_SUBNET, "--gateway", MGMT_GW, MGMT_NET)
     if FABRIC_NET not in have:
         # Fabric: internal, no DNS, no IPAM: interfaces come up unaddressed, like a fresh RoCE NIC.
-        podman.run("network", "create", "--label", LABEL, "--internal", "--disable-dns",
-                   "--ipam-driver", "none", "-o", f"mtu={FABRIC_MTU}", FABRIC_NET)
+        podman.run(
+            "network",
+            "create",
+            "--label",
+            LABEL,
+            "--internal",
+            "--disable-dns",
+            "--ipam-driver",
+            "none",
+            "-o",
+            f"mtu={FABRIC_MTU}",
+            FABRIC_NET,
+        )
 
 
 def start_node(node: Node, image: str) -> None:
     args = [
-        "run", "-d", "--name", node.name, "--hostname", node.name, "--label", LABEL,
+        "run",
+        "-d",
+        "--name",
+        node.name,
+        "--hostname",
+        node.name,
+        "--label",
+        LABEL,
         "--systemd=always",
         # netplan apply needs rw /sys (udevadm trigger); ping needs NET_RAW.
         "--privileged",
         # /etc/hosts stays the host's own file, managed by the common role as on a real server.
         "--no-hosts",
-        "--network", f"{MGMT_NET}:ip={node.mgmt_ip}",
-        "--network", f"{FABRIC_NET}:interface_name={FABRIC_IFNAME}",
-        "-v", f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
+        "--network",
+        f"{MGMT_NET}:ip={node.mgmt_ip}",
+        "--network",
+        f"{FABRIC_NET}:interface_name={FABRIC_IFNAME}",
+        "-v",
+        f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
     ]
     if HOST_CA_DIR.is_dir() and any(HOST_CA_DIR.iterdir()):
         # A TLS-intercepting proxy's CA must be trusted for PyPI; mounted, never baked in.
@@ -187,8 +211,23 @@ def wait_ssh(node: Node, deadline: float) -> None:
 
 
 def ssh_cmd(ip: str, *command: str) -> list[str]:
-    return ["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"root@{ip}", *command]
+    return [
+        "ssh",
+        "-i",
+        str(KEY),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=5",
+        f"root@{ip}",
+        *command,
+    ]
 
 
 def start_switch() -> int | None:
@@ -200,20 +239,39 @@ def start_switch() -> int | None:
     SWITCH_DIR.mkdir(parents=True, exist_ok=True)
     portfile = SWITCH_DIR / "port"
     portfile.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "lab.nxos_emu", "--host", "127.0.0.1", "--port", "0",
-           "--port-file", str(portfile), "--pid-file", str(SWITCH_DIR / "emulator.pid"),
-           "--state-file", str(SWITCH_DIR / "state.json"), "--hostname", SWITCH_NAME,
-           "--username", "admin", "--password", "rdma-lab"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lab.nxos_emu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--port-file",
+        str(portfile),
+        "--pid-file",
+        str(SWITCH_DIR / "emulator.pid"),
+        "--state-file",
+        str(SWITCH_DIR / "state.json"),
+        "--hostname",
+        SWITCH_NAME,
+        "--username",
+        "admin",
+        "--password",
+        "rdma-lab",
+    ]
     logf = open(SWITCH_DIR / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     (SWITCH_DIR / "emulator.pid").write_text(str(proc.pid))
     for _ in range(100):
         if portfile.exists() and portfile.read_text().strip():
             return int(portfile.read_text().strip())
         if proc.poll() is not None:
-            raise SystemExit(f"lab: the switch emulator exited (rc {proc.returncode}); "
-                             f"see {SWITCH_DIR / 'emulator.log'}")
+            raise SystemExit(
+                f"lab: the switch emulator exited (rc {proc.returncode}); see {SWITCH_DIR / 'emulator.log'}"
+            )
         time.sleep(0.1)
     raise SystemExit("lab: the switch emulator did not report its port")
 
@@ -242,8 +300,13 @@ def write_inventory(nodes: list[Node], switch_port_: int | None) -> None:
         ]
     lines += ["    subnet_managers:", "      hosts:", f"        {nodes[0].name}:"]
     if switch_port_:
-        lines += ["    switches:", "      hosts:", f"        {SWITCH_NAME}:",
-                  "          ansible_host: 127.0.0.1", f"          ansible_port: {switch_port_}"]
+        lines += [
+            "    switches:",
+            "      hosts:",
+            f"        {SWITCH_NAME}:",
+            "          ansible_host: 127.0.0.1",
+            f"          ansible_port: {switch_port_}",
+        ]
     else:
         lines += ["    switches:", "      hosts: {}"]
     INVENTORY.write_text("\n".join(lines) + "\n")
@@ -273,12 +336,18 @@ def up(n_hosts: int) -> dict:
         list(pool.map(lambda n: wait_ssh(n, deadline), nodes))
     port = start_switch()
     write_inventory(nodes, port)
-    state = {"hosts": [n.name for n in nodes], "switch_port": port,
-             "inventory": str(INVENTORY), "seconds": round(time.monotonic() - t0, 1)}
+    state = {
+        "hosts": [n.name for n in nodes],
+        "switch_port": port,
+        "inventory": str(INVENTORY),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
     (STATE_ROOT / "state.json").write_text(json.dumps(state, indent=2))
-    log(f"lab: up in {state['seconds']} s: {len(nodes)} host(s)"
+    log(
+        f"lab: up in {state['seconds']} s: {len(nodes)} host(s)"
         + (f", switch on 127.0.0.1:{port}" if port else ", no switch emulator yet")
-        + f"; inventory {INVENTORY.relative_to(ROOT)}")
+        + f"; inventory {INVENTORY.relative_to(ROOT)}"
+    )
     return state
 
 

@@ -26,8 +26,20 @@ MIRRORS = [
 ]
 # A bare Debian server: what Ansible and SSH need, nothing the roles are meant to install.
 PACKAGES = [
-    "systemd", "systemd-sysv", "dbus", "udev", "python3", "python3-apt", "sudo", "iproute2",
-    "iputils-ping", "procps", "kmod", "netbase", "ca-certificates", "openssh-server",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "udev",
+    "python3",
+    "python3-apt",
+    "sudo",
+    "iproute2",
+    "iputils-ping",
+    "procps",
+    "kmod",
+    "netbase",
+    "ca-certificates",
+    "openssh-server",
 ]
 
 
@@ -39,8 +51,7 @@ def recipe_id() -> str:
 
 
 def image_recipe() -> str | None:
-    proc = podman.run("image", "inspect", "--format", "{{ index .Labels \"" + RECIPE_LABEL + "\" }}",
-                      IMAGE, check=False)
+    proc = podman.run("image", "inspect", "--format", '{{ index .Labels "' + RECIPE_LABEL + '" }}', IMAGE, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -56,9 +67,15 @@ def ensure_image(log=print) -> str:
         log(f"lab: building the {SUITE} rootfs with mmdebstrap (about a minute) -> {tarball}")
         t0 = time.monotonic()
         cmd = [
-            "mmdebstrap", "--variant=minbase", "--include=" + ",".join(PACKAGES),
+            "mmdebstrap",
+            "--variant=minbase",
+            "--include=" + ",".join(PACKAGES),
             # The hook empties apt lists itself and must keep their stale mtime (see customize.sh).
-            "--skip=cleanup/apt", f"--customize-hook={HOOK} \"$1\"", SUITE, str(tmp), *MIRRORS,
+            "--skip=cleanup/apt",
+            f'--customize-hook={HOOK} "$1"',
+            SUITE,
+            str(tmp),
+            *MIRRORS,
         ]
         proc = subprocess.run(cmd, text=True, capture_output=True)
         if proc.returncode != 0:
@@ -73,11 +90,16 @@ def ensure_image(log=print) -> str:
     log(f"lab: importing {IMAGE}")
     podman.run(
         "import",
-        "--change", 'CMD ["/sbin/init"]',
-        "--change", "ENV container=podman",
+        "--change",
+        'CMD ["/sbin/init"]',
+        "--change",
+        "ENV container=podman",
         # systemd's clean shutdown signal, so `podman stop` does not wait for the timeout.
-        "--change", "STOPSIGNAL SIGRTMIN+3",
-        "--change", f"LABEL {RECIPE_LABEL}={rid}",
-        str(tarball), IMAGE,
+        "--change",
+        "STOPSIGNAL SIGRTMIN+3",
+        "--change",
+        f"LABEL {RECIPE_LABEL}={rid}",
+        str(tarball),
+        IMAGE,
     )
     return IMAGE

@@ -42,9 +42,7 @@ def env() -> dict[str, str]:
 
 
 def run(*args: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["podman", *args], env=env(), text=True, capture_output=capture, check=False
-    )
+    proc = subprocess.run(["podman", *args], env=env(), text=True, capture_output=capture, check=False)
     if check and proc.returncode != 0:
         raise PodmanError(args, proc.returncode, (proc.stderr or "").strip())
     return proc

@@ -32,12 +32,20 @@ def tool_env(**extra: str) -> dict[str, str]:
 
 def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     """Run a command from the project root; output is kept for assertions and failure messages."""
-    return subprocess.run(cmd, cwd=ROOT, env=kw.pop("env", None) or tool_env(), text=True,
-                          capture_output=True, timeout=timeout, check=False, **kw)
+    return subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env=kw.pop("env", None) or tool_env(),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
 
 
 def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
-    return (proc.stdout or "")[-n:] + "\n--- stderr ---\n" + (proc.stderr or "")[-n // 2:]
+    return (proc.stdout or "")[-n:] + "\n--- stderr ---\n" + (proc.stderr or "")[-n // 2 :]
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +58,10 @@ def lab_image() -> str:
     return ensure_image()
 
 
-RECAP_RE = (r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
-            r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)")
+RECAP_RE = (
+    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)"
+)
 
 
 def play_recap(output: str) -> dict[str, dict[str, int]]:
@@ -59,12 +69,15 @@ def play_recap(output: str) -> dict[str, dict[str, int]]:
     import re
 
     recap = output.rsplit("PLAY RECAP", 1)[-1]
-    return {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
-            for m in re.finditer(RECAP_RE, recap, re.M)}
+    return {
+        m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")}
+        for m in re.finditer(RECAP_RE, recap, re.M)
+    }
 
 
-def playbook(*args: str, timeout: float = 1800, inventory: str | Path | None = None,
-             **env: str) -> subprocess.CompletedProcess:
+def playbook(
+    *args: str, timeout: float = 1800, inventory: str | Path | None = None, **env: str
+) -> subprocess.CompletedProcess:
     inv = str(inventory or ROOT / "inventory" / "lab")
     return run(["ansible-playbook", "-i", inv, *args], timeout=timeout, env=tool_env(**env))
 

@@ -50,12 +50,18 @@ def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
     inv = tmp_path / "hosts.yml"
     inv.write_text(yaml.safe_dump(inventory))
     play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{
-        "name": f"Bad input for {role}",
-        "hosts": "rdma_nodes",
-        "gather_facts": False,
-        "roles": [{"role": role}],
-    }]))
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": f"Bad input for {role}",
+                    "hosts": "rdma_nodes",
+                    "gather_facts": False,
+                    "roles": [{"role": role}],
+                }
+            ]
+        )
+    )
     return inv, play
 
 
@@ -94,8 +100,7 @@ def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
         ),
     ],
 )
-def test_bad_input_fails_before_any_change(tmp_path: Path, role: str, host_vars: dict,
-                                           expected: list[str]) -> None:
+def test_bad_input_fails_before_any_change(tmp_path: Path, role: str, host_vars: dict, expected: list[str]) -> None:
     inv, play = _play(tmp_path, role, host_vars)
     proc = run(["ansible-playbook", "-i", str(inv), str(play)], timeout=180)
     out = proc.stdout + proc.stderr
@@ -122,9 +127,17 @@ def test_lockout_scenario_is_wired() -> None:
     """molecule/rdma_netplan breaks host 1's fabric after a good converge and asserts the rollback."""
     scenario = ROOT / "molecule" / "rdma_netplan"
     sequence = yaml.safe_load((scenario / "molecule.yml").read_text())["scenario"]["test_sequence"]
-    assert (sequence.index("converge") < sequence.index("idempotence") < sequence.index("side_effect")
-            < sequence.index("verify"))
+    assert (
+        sequence.index("converge")
+        < sequence.index("idempotence")
+        < sequence.index("side_effect")
+        < sequence.index("verify")
+    )
     side_effect = (scenario / "side_effect.yml").read_text()
-    for needle in ("lost fabric connectivity on interface eth1", "restored and re-applied",
-                   "10.78.9.11/24", "carries the Ansible connection"):
+    for needle in (
+        "lost fabric connectivity on interface eth1",
+        "restored and re-applied",
+        "10.78.9.11/24",
+        "carries the Ansible connection",
+    ):
         assert needle in side_effect, needle

@@ -17,7 +17,8 @@ from tests.conftest import run, tail
 def _ghost_inventory(tmp_path: Path) -> Path:
     """One host behind a closed loopback port: any connection attempt fails as UNREACHABLE at once."""
     inv = tmp_path / "hosts.yml"
-    inv.write_text(textwrap.dedent("""\
+    inv.write_text(
+        textwrap.dedent("""\
         all:
           children:
             rdma_nodes:
@@ -29,7 +30,8 @@ def _ghost_inventory(tmp_path: Path) -> Path:
                   ansible_ssh_common_args: -o ConnectTimeout=3
             subnet_managers:
               hosts: {}
-        """))
+        """)
+    )
     return inv
 
 
@@ -42,8 +44,9 @@ def _ghost_inventory(tmp_path: Path) -> Path:
     ],
 )
 def test_bad_value_fails_in_validation(tmp_path: Path, extra: str, variable: str, why: str) -> None:
-    proc = run(["ansible-playbook", "-i", str(_ghost_inventory(tmp_path)), "playbooks/venv.yml", "-e", extra],
-               timeout=120)
+    proc = run(
+        ["ansible-playbook", "-i", str(_ghost_inventory(tmp_path)), "playbooks/venv.yml", "-e", extra], timeout=120
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, tail(proc)
     assert variable in out and why in out, tail(proc)

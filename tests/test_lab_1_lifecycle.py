@@ -15,9 +15,11 @@ pytestmark = pytest.mark.lab
 def lab_processes() -> list[str]:
     """conmon processes of lab containers, and the switch emulator."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if ("conmon" in line and "lab-node" in line)
-            or ("lab.nxos_emu" in line and str(os.getpid()) not in line)]
+    return [
+        line
+        for line in out.splitlines()
+        if ("conmon" in line and "lab-node" in line) or ("lab.nxos_emu" in line and str(os.getpid()) not in line)
+    ]
 
 
 def test_up_twice_then_down_leaves_nothing(lab_image) -> None:
@@ -32,8 +34,12 @@ def test_up_twice_then_down_leaves_nothing(lab_image) -> None:
         # Every host answers over SSH with the lab key and has an unaddressed fabric NIC.
         for i in (1, 2):
             node = cluster.Node(i)
-            proc = subprocess.run(cluster.ssh_cmd(node.mgmt_ip, "ip", "-br", "addr", "show", "rdma0"),
-                                  capture_output=True, text=True, timeout=30)
+            proc = subprocess.run(
+                cluster.ssh_cmd(node.mgmt_ip, "ip", "-br", "addr", "show", "rdma0"),
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             assert proc.returncode == 0, proc.stderr
             assert "inet " not in proc.stdout
     finally:

@@ -40,13 +40,20 @@ def test_lab_venv_imports_the_training_stack(lab_cluster) -> None:
 
     from lab import cluster
 
-    code = ("import json, sys, torch, transformers, datasets, deepspeed, accelerate; "
-            "print(json.dumps({'torch': torch.__version__, 'transformers': transformers.__version__, "
-            "'datasets': datasets.__version__, 'deepspeed': deepspeed.__version__}))")
+    code = (
+        "import json, sys, torch, transformers, datasets, deepspeed, accelerate; "
+        "print(json.dumps({'torch': torch.__version__, 'transformers': transformers.__version__, "
+        "'datasets': datasets.__version__, 'deepspeed': deepspeed.__version__}))"
+    )
     for i, host in enumerate(lab_cluster["hosts"], 1):
-        proc = subprocess.run(cluster.ssh_cmd(cluster.Node(i).mgmt_ip, "DS_ACCELERATOR=cpu",
-                                              "/opt/rdma-llm/venv/bin/python", "-c", f'"{code}"'),
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            cluster.ssh_cmd(
+                cluster.Node(i).mgmt_ip, "DS_ACCELERATOR=cpu", "/opt/rdma-llm/venv/bin/python", "-c", f'"{code}"'
+            ),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, f"{host}: {proc.stderr[-2000:]}"
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         assert got["torch"] == "2.13.0+cpu", (host, got)

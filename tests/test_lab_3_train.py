@@ -24,8 +24,10 @@ SMALL_ARGS = "--batch_size=8 --block_size=64 --eval_interval=10 --eval_batches=4
 COMMON = ["-e", "model=tiny", "-e", "deadline=900", "-e", json.dumps({"args": SMALL_ARGS})]
 
 
-KILL_ARGS = "--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 " \
-            "--ckpt_interval=10 --pg_timeout=60"
+KILL_ARGS = (
+    "--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 "
+    "--ckpt_interval=10 --pg_timeout=60"
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +95,28 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) ->
 def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:
     hosts = lab_cluster["hosts"]
     run_id = f"e2e-kill-{int(time.time())}"
-    args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
-            "-e", json.dumps({"args": KILL_ARGS})]
+    args = [
+        "-e",
+        "engine=ddp",
+        "-e",
+        f"data={corpus}",
+        "-e",
+        "steps=600",
+        "-e",
+        f"run_id={run_id}",
+        "-e",
+        json.dumps({"args": KILL_ARGS}),
+    ]
     cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *args]
-    play = subprocess.Popen(cmd, cwd=ROOT, env=tool_env(), text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    play = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=tool_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     run_dir = f"/var/lib/rdma-llm/runs/{run_id}"
     try:
         # Wait until rank 1 has trained past a checkpoint, then kill its worker process group.
@@ -131,14 +150,30 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").exists(), f"no log from {host}"
     no_training_processes(hosts)
 
-    proc = train("-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=600", "-e", f"run_id={run_id}",
-                 "-e", "resume=true", "-e", json.dumps({"args": KILL_ARGS}))
+    proc = train(
+        "-e",
+        "engine=ddp",
+        "-e",
+        f"data={corpus}",
+        "-e",
+        "steps=600",
+        "-e",
+        f"run_id={run_id}",
+        "-e",
+        "resume=true",
+        "-e",
+        json.dumps({"args": KILL_ARGS}),
+    )
     assert proc.returncode == 0, tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
     assert manifest["resumed_from"].startswith("step_")
-    results = [json.loads((ARTIFACTS / run_id / h / "out" / "result.json").read_text()) for h in hosts
-               if (ARTIFACTS / run_id / h / "out" / "result.json").exists()]
-    assert results and all(r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == 600
-                           for r in results), results
+    results = [
+        json.loads((ARTIFACTS / run_id / h / "out" / "result.json").read_text())
+        for h in hosts
+        if (ARTIFACTS / run_id / h / "out" / "result.json").exists()
+    ]
+    assert results and all(
+        r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == 600 for r in results
+    ), results
     no_training_processes(hosts)

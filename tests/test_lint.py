@@ -38,3 +38,9 @@ def test_yamllint() -> None:
 def test_ruff() -> None:
     proc = run(["ruff", "check", "."], timeout=300)
     assert proc.returncode == 0, tail(proc)
+
+
+def test_ruff_format() -> None:
+    """One formatting for the whole repo: `ruff format .` leaves every file as it is."""
+    proc = run(["ruff", "format", "--check", "."], timeout=300)
+    assert proc.returncode == 0, tail(proc)

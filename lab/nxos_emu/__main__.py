@@ -31,11 +31,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0, help="TCP port, 0 = a free random port")
     parser.add_argument("--port-file", type=Path, help="write the bound port here")
     parser.add_argument("--pid-file", type=Path, help="write the process id here")
-    parser.add_argument("--state-file", type=Path,
-                        help="persist running/startup config, checkpoints and files here (JSON); "
-                             "loaded at start when it exists")
-    parser.add_argument("--command-log", type=Path,
-                        help="append every received line as JSON (default: <state-file>.commands.jsonl)")
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        help="persist running/startup config, checkpoints and files here (JSON); loaded at start when it exists",
+    )
+    parser.add_argument(
+        "--command-log", type=Path, help="append every received line as JSON (default: <state-file>.commands.jsonl)"
+    )
     parser.add_argument("--startup-config", type=Path, help="config text to boot with (no state file yet)")
     parser.add_argument("--host-key", type=Path, help="RSA host key; generated (and saved here) if missing")
     parser.add_argument("--hostname", default="switch")
@@ -44,21 +47,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default=DeviceInfo.model, help="PID, e.g. N9K-C93180YC-FX")
     parser.add_argument("--chassis", default=DeviceInfo.chassis)
     parser.add_argument("--nxos-version", default=DeviceInfo.version)
-    parser.add_argument("--ports", type=int, default=DeviceInfo.ethernet_ports,
-                        help="number of front ports Ethernet1/1..1/N (default 8)")
+    parser.add_argument(
+        "--ports",
+        type=int,
+        default=DeviceInfo.ethernet_ports,
+        help="number of front ports Ethernet1/1..1/N (default 8)",
+    )
     parser.add_argument("--verbose", action="store_true")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="nxos_emu %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="nxos_emu %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     command_log = args.command_log
     if command_log is None and args.state_file is not None:
         command_log = args.state_file.with_name(args.state_file.name + ".commands.jsonl")
-    info = DeviceInfo(hostname=args.hostname, model=args.model, chassis=args.chassis,
-                      version=args.nxos_version, ethernet_ports=args.ports)
+    info = DeviceInfo(
+        hostname=args.hostname,
+        model=args.model,
+        chassis=args.chassis,
+        version=args.nxos_version,
+        ethernet_ports=args.ports,
+    )
     try:
         host = check_loopback(args.host)
     except ValueError as exc:
@@ -67,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     device = Device(info=info, state_file=args.state_file, command_log=command_log)
     startup = args.startup_config.read_text() if args.startup_config else None
     device.boot(startup)
-    server = EmulatorServer(device, host, args.port, args.username, args.password,
-                            load_host_key(args.host_key))
+    server = EmulatorServer(device, host, args.port, args.username, args.password, load_host_key(args.host_key))
 
     def stop(signum, frame):
         server.close()

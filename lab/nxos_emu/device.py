@@ -122,8 +122,13 @@ class Device:
     def log(self, session: int, mode: str, line: str, result: str) -> None:
         if not self.command_log:
             return
-        entry = {"ts": _dt.datetime.now().isoformat(timespec="milliseconds"), "session": session,
-                 "mode": mode, "line": line, "result": result}
+        entry = {
+            "ts": _dt.datetime.now().isoformat(timespec="milliseconds"),
+            "session": session,
+            "mode": mode,
+            "line": line,
+            "result": result,
+        }
         with self.lock, self.command_log.open("a") as fh:
             fh.write(json.dumps(entry) + "\n")
 
@@ -146,8 +151,12 @@ class Device:
         if startup:
             lines = ["", f"!Command: {command}", f"!Startup config saved at: {self.startup_saved}"]
         else:
-            lines = ["", f"!Command: {command}", f"!Running configuration last done at: {self.last_change}",
-                     f"!Time: {_now()}"]
+            lines = [
+                "",
+                f"!Command: {command}",
+                f"!Running configuration last done at: {self.last_change}",
+                f"!Time: {_now()}",
+            ]
         return [*lines, "", f"version {self.info.version} Bios:version 05.47 "]
 
     def _with_defaults(self, root: Node) -> Node:
@@ -161,11 +170,11 @@ class Device:
                     node.set_leaf("priority-flow-control mode", "priority-flow-control mode auto")
         sysqos = full.block("system qos", "system qos", "sys-qos")
         if sysqos.find("service-policy type network-qos") is None:
-            sysqos.set_leaf("service-policy type network-qos",
-                            "service-policy type network-qos default-8q-nq-policy")
+            sysqos.set_leaf("service-policy type network-qos", "service-policy type network-qos default-8q-nq-policy")
         if sysqos.find("service-policy type queuing output") is None:
-            sysqos.set_leaf("service-policy type queuing output",
-                            "service-policy type queuing output default-8q-out-policy")
+            sysqos.set_leaf(
+                "service-policy type queuing output", "service-policy type queuing output default-8q-out-policy"
+            )
         return full
 
     def show_config(self, words: list[str], startup: bool = False) -> list[str]:
@@ -223,18 +232,23 @@ class Device:
 
     def show_pfc(self) -> list[str]:
         bitmap = self.pfc_bitmap()
-        lines = ["", "slot  1", "=======", "", "",
-                 "============================================================",
-                 "Port               Mode Oper(VL bmap)  RxPPP      TxPPP     ",
-                 "============================================================", ""]
-        interfaces = [n for n in self.running.children
-                      if n.kind == "if" and n.key.startswith("interface Ethernet")]
+        lines = [
+            "",
+            "slot  1",
+            "=======",
+            "",
+            "",
+            "============================================================",
+            "Port               Mode Oper(VL bmap)  RxPPP      TxPPP     ",
+            "============================================================",
+            "",
+        ]
+        interfaces = [n for n in self.running.children if n.kind == "if" and n.key.startswith("interface Ethernet")]
         for node in sorted(interfaces, key=lambda n: natural_key(n.key)):
             mode_node = node.find("priority-flow-control mode")
             mode = mode_node.text.rsplit(" ", 1)[1] if mode_node else "auto"
             oper = f"On  ({bitmap:x})" if mode == "on" and bitmap and node.find("shutdown") is None else "Off"
-            lines.append(f"{node.key.split(' ', 1)[1]:<19}{mode.capitalize():<5}{oper:<15}"
-                         f"{0:<11}{0:<10}")
+            lines.append(f"{node.key.split(' ', 1)[1]:<19}{mode.capitalize():<5}{oper:<15}{0:<11}{0:<10}")
         return lines
 
     def show_version(self) -> list[str]:
@@ -418,8 +432,19 @@ class Session:
         if negate:
             args.pos = 1
         try:
-            cmd = args.first("show", "configure", "terminal", "copy", "checkpoint", "rollback", "delete",
-                             "dir", "exit", "quit", "end")
+            cmd = args.first(
+                "show",
+                "configure",
+                "terminal",
+                "copy",
+                "checkpoint",
+                "rollback",
+                "delete",
+                "dir",
+                "exit",
+                "quit",
+                "end",
+            )
         except grammar.NoMatch:
             raise CliError(INVALID, tokens[args.pos].col if args.pos < len(tokens) else 0) from None
         if negate and cmd not in ("checkpoint", "terminal"):
@@ -505,8 +530,7 @@ class Session:
         # dir
         args.try_kw("bootflash:")
         args.end()
-        out = [f"       {len(text):>8}    {dev.startup_saved}  {name}"
-               for name, text in sorted(dev.files.items())]
+        out = [f"       {len(text):>8}    {dev.startup_saved}  {name}" for name, text in sorted(dev.files.items())]
         return [*out, "", "Usage for bootflash://sup-local", " 1010778112 bytes used", "115805356 bytes free"]
 
     def _checkpoint(self, args: grammar.Args, negate: bool) -> list[str]:
@@ -536,8 +560,20 @@ class Session:
 
     def _show(self, args: grammar.Args) -> list[str]:
         dev = self.device
-        what = args.kw("version", "inventory", "hostname", "license", "running-config", "startup-config",
-                       "interface", "checkpoint", "clock", "privilege", "user-account", "policy-map")
+        what = args.kw(
+            "version",
+            "inventory",
+            "hostname",
+            "license",
+            "running-config",
+            "startup-config",
+            "interface",
+            "checkpoint",
+            "clock",
+            "privilege",
+            "user-account",
+            "policy-map",
+        )
         if what == "version":
             args.end()
             return dev.show_version()
@@ -561,21 +597,29 @@ class Session:
         if what == "user-account":
             name = args.word()
             args.end()
-            return [f"user:{name}", "        this user account has no expiry date", "",
-                    "        roles:network-admin "]
+            return [f"user:{name}", "        this user account has no expiry date", "", "        roles:network-admin "]
         if what in ("running-config", "startup-config"):
             words = []
             while not args.done():
-                words.append(args.kw("all", "ipqos", "interface") if not words or words[-1] != "interface"
-                             else self._if_name(args))
+                words.append(
+                    args.kw("all", "ipqos", "interface")
+                    if not words or words[-1] != "interface"
+                    else self._if_name(args)
+                )
             return dev.show_config(words, startup=what == "startup-config")
         if what == "checkpoint":
             args.kw("summary")
             args.end()
             out = []
             for index, name in enumerate(dev.checkpoints, start=1):
-                out += [f"{index}) {name}:", "Created by admin", "Created at Mon, 00:00:00 01 Jan 2024",
-                        f"Size is {len(dev.checkpoints[name])} bytes", "Description: None", ""]
+                out += [
+                    f"{index}) {name}:",
+                    "Created by admin",
+                    "Created at Mon, 00:00:00 01 Jan 2024",
+                    f"Size is {len(dev.checkpoints[name])} bytes",
+                    "Description: None",
+                    "",
+                ]
             return out
         if what == "policy-map":
             return self._show_policy_map(args)

@@ -230,7 +230,13 @@ Handler = Callable[[Node, Node, Args, bool], "Node | None"]
 
 def _config(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
     cmd = args.first(
-        "hostname", "feature", "interface", "class-map", "policy-map", "system", "priority-flow-control",
+        "hostname",
+        "feature",
+        "interface",
+        "class-map",
+        "policy-map",
+        "system",
+        "priority-flow-control",
         "vrf",
     )
     if cmd == "hostname":
@@ -375,7 +381,13 @@ def _config_policy_map(root: Node, node: Node, args: Args, negate: bool) -> Node
 
 def _interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
     cmd = args.first(
-        "mtu", "description", "shutdown", "priority-flow-control", "service-policy", "vrf", "switchport",
+        "mtu",
+        "description",
+        "shutdown",
+        "priority-flow-control",
+        "service-policy",
+        "vrf",
+        "switchport",
     )
     is_mgmt = node.key.startswith("interface mgmt")
     if cmd == "mtu":
@@ -389,8 +401,7 @@ def _interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
         mtu = args.number(576, 9216)
         args.end()
         if mtu % 2:
-            raise CliError("% Invalid value, MTU must be an even number at '^' marker.",
-                           tok.col if tok else None)
+            raise CliError("% Invalid value, MTU must be an even number at '^' marker.", tok.col if tok else None)
         if mtu == 1500:
             node.remove("mtu")  # the default is not shown in the running config
         else:

@@ -86,8 +86,7 @@ class _Auth(paramiko.ServerInterface):
 class EmulatorServer:
     """Listens on a loopback port; every SSH connection gets its own `Session` on the shared device."""
 
-    def __init__(self, device: Device, host: str, port: int, username: str, password: str,
-                 host_key: paramiko.PKey):
+    def __init__(self, device: Device, host: str, port: int, username: str, password: str, host_key: paramiko.PKey):
         self.device = device
         self.host = check_loopback(host)
         self.username = username
@@ -165,9 +164,7 @@ class EmulatorServer:
                     self._send(channel, "\r\n")
                     out = session.handle(line)
                     line = ""
-                    text = "".join(
-                        (" " * len(prompt) + o if o.strip() == "^" else o) + "\r\n" for o in out
-                    )
+                    text = "".join((" " * len(prompt) + o if o.strip() == "^" else o) + "\r\n" for o in out)
                     if session.closed:
                         self._send(channel, text)
                         channel.close()

@@ -59,8 +59,7 @@ class Emulator:
 
     def config_commands(self, since: int = 0) -> list[dict]:
         """Entries from `since` that were typed in a config mode, or entered one."""
-        return [e for e in self.log()[since:]
-                if e["mode"] != "exec" or e["line"].split()[0] in ("configure", "conf")]
+        return [e for e in self.log()[since:] if e["mode"] != "exec" or e["line"].split()[0] in ("configure", "conf")]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -85,15 +84,40 @@ def start_emulator(tmp_path, host_key):
     """Factory: start a fresh emulator on a random loopback port; all are stopped by PID at teardown."""
     started: list[Emulator] = []
 
-    def start(startup_config: Path | None = None, hostname: str = "lab-switch", name: str = "emu",
-              extra: list[str] | None = None) -> Emulator:
+    def start(
+        startup_config: Path | None = None,
+        hostname: str = "lab-switch",
+        name: str = "emu",
+        extra: list[str] | None = None,
+    ) -> Emulator:
         workdir = tmp_path / name
         workdir.mkdir()
-        cmd = [sys.executable, "-m", "lab.nxos_emu", "--host", "127.0.0.1", "--port", "0",
-               "--port-file", str(workdir / "port"), "--pid-file", str(workdir / "pid"),
-               "--state-file", str(workdir / "state.json"), "--command-log", str(workdir / "commands.jsonl"),
-               "--host-key", str(host_key), "--hostname", hostname,
-               "--username", EMU_USER, "--password", EMU_PASSWORD, *(extra or [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "lab.nxos_emu",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--port-file",
+            str(workdir / "port"),
+            "--pid-file",
+            str(workdir / "pid"),
+            "--state-file",
+            str(workdir / "state.json"),
+            "--command-log",
+            str(workdir / "commands.jsonl"),
+            "--host-key",
+            str(host_key),
+            "--hostname",
+            hostname,
+            "--username",
+            EMU_USER,
+            "--password",
+            EMU_PASSWORD,
+            *(extra or []),
+        ]
         if startup_config is not None:
             cmd += ["--startup-config", str(startup_config)]
         stderr = (workdir / "stderr.log").open("w")
@@ -132,8 +156,14 @@ def pytest_collection_finish(session) -> None:
     env = tool_env(ANSIBLE_DEPRECATION_WARNINGS="False")
     _molecule["log"] = log
     _molecule["started"] = time.monotonic()
-    _molecule["proc"] = subprocess.Popen(["molecule", "test", "-s", "nxos_roce_qos"], cwd=ROOT, env=env,
-                                         stdout=handle, stderr=subprocess.STDOUT, text=True)
+    _molecule["proc"] = subprocess.Popen(
+        ["molecule", "test", "-s", "nxos_roce_qos"],
+        cwd=ROOT,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -198,28 +228,40 @@ class PlaybookRun:
 def write_inventory(directory: Path, switches: dict[str, dict], lab_group_vars: bool = True) -> Path:
     """An inventory like the one `lab up` writes, with the committed lab group_vars beside it."""
     directory.mkdir(parents=True, exist_ok=True)
-    hosts = {"all": {"children": {
-        "rdma_nodes": {"hosts": {"lab-node1": None, "lab-node2": None}},
-        "switches": {"hosts": switches},
-    }}}
+    hosts = {
+        "all": {
+            "children": {
+                "rdma_nodes": {"hosts": {"lab-node1": None, "lab-node2": None}},
+                "switches": {"hosts": switches},
+            }
+        }
+    }
     (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
     if lab_group_vars and not (directory / "group_vars").exists():
         (directory / "group_vars").symlink_to(ROOT / "inventory" / "lab" / "group_vars")
     return directory / "hosts.yml"
 
 
-def run_playbook(inventory: Path, *args: str, extra_vars: dict | None = None,
-                 playbook: str = "playbooks/switch.yml", timeout: float = 240,
-                 env: dict | None = None) -> PlaybookRun:
+def run_playbook(
+    inventory: Path,
+    *args: str,
+    extra_vars: dict | None = None,
+    playbook: str = "playbooks/switch.yml",
+    timeout: float = 240,
+    env: dict | None = None,
+) -> PlaybookRun:
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook, *args]
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
-    env = tool_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
-                   ANSIBLE_DEPRECATION_WARNINGS="False", **(env or {}))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=timeout,
-                          check=False)
+    env = tool_env(
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
+        ANSIBLE_DEPRECATION_WARNINGS="False",
+        **(env or {}),
+    )
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=timeout, check=False)
     try:
-        data = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])[0]
+        data = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n") :])[0]
     except ValueError:
         data = {}
     return PlaybookRun(proc=proc, data=data)
@@ -230,8 +272,9 @@ def switch_run(tmp_path):
     """Run playbooks/switch.yml against an emulator as host `lab-switch` (the lab's host name)."""
 
     def run(emu: Emulator, *args: str, extra_vars: dict | None = None, env: dict | None = None) -> PlaybookRun:
-        inventory = write_inventory(tmp_path / "inventory",
-                                    {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emu.port}})
+        inventory = write_inventory(
+            tmp_path / "inventory", {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emu.port}}
+        )
         merged = {"nxos_roce_qos_render_dir": str(tmp_path / "render"), **(extra_vars or {})}
         return run_playbook(inventory, *args, extra_vars=merged, env=env)
 
@@ -245,8 +288,9 @@ class ShellClient:
     def __init__(self, port: int, user: str = EMU_USER, password: str = EMU_PASSWORD):
         self.client = paramiko.SSHClient()
         self.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        self.client.connect("127.0.0.1", port=port, username=user, password=password,
-                            look_for_keys=False, allow_agent=False, timeout=10)
+        self.client.connect(
+            "127.0.0.1", port=port, username=user, password=password, look_for_keys=False, allow_agent=False, timeout=10
+        )
         self.chan = self.client.invoke_shell(term="vt100", width=511)
         self.chan.settimeout(10)
         self.banner = self.read_until_prompt()

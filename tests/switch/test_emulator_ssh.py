@@ -41,8 +41,14 @@ def test_wrong_password_and_exec_requests_are_refused(emulator):
         ShellClient(emulator.port, password="wrong")
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-    client.connect("127.0.0.1", port=emulator.port, username=EMU_USER, password=EMU_PASSWORD,
-                   look_for_keys=False, allow_agent=False)
+    client.connect(
+        "127.0.0.1",
+        port=emulator.port,
+        username=EMU_USER,
+        password=EMU_PASSWORD,
+        look_for_keys=False,
+        allow_agent=False,
+    )
     try:
         with pytest.raises(paramiko.SSHException):
             client.exec_command("show version")
@@ -53,6 +59,7 @@ def test_wrong_password_and_exec_requests_are_refused(emulator):
 def test_concurrent_sessions_share_one_config(emulator):
     clients = [ShellClient(emulator.port) for _ in range(4)]
     try:
+
         def configure(client: ShellClient, port: int) -> None:
             client.send("configure terminal")
             client.send(f"interface Ethernet1/{port}")
@@ -82,8 +89,14 @@ def test_concurrent_sessions_share_one_config(emulator):
 
 
 def test_refuses_to_listen_beyond_loopback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lab.nxos_emu", "--host", "0.0.0.0", "--port", "0"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab.nxos_emu", "--host", "0.0.0.0", "--port", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "loopback" in proc.stderr
 

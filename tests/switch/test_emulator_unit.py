@@ -62,14 +62,31 @@ def test_prompts_per_mode(cli):
 
 def test_flat_lines_fall_through_to_the_right_mode(cli, dev):
     """nxos_config sends a policy flat, without `exit`: each line must land in its context."""
-    out = run(cli, "configure terminal",
-              "class-map type qos match-all ROCE", "match dscp 26",
-              "class-map type qos match-all CNP", "match dscp 48",
-              "policy-map type qos MARK", "class ROCE", "set qos-group 3", "class CNP", "set qos-group 7",
-              "policy-map type network-qos NQ", "class type network-qos c-8q-nq3", "mtu 9216",
-              "pause pfc-cos 3", "class type network-qos c-8q-nq-default", "mtu 9216",
-              "system qos", "service-policy type network-qos NQ",
-              "interface Ethernet1/1", "mtu 9216", "service-policy type qos input MARK", "end")
+    out = run(
+        cli,
+        "configure terminal",
+        "class-map type qos match-all ROCE",
+        "match dscp 26",
+        "class-map type qos match-all CNP",
+        "match dscp 48",
+        "policy-map type qos MARK",
+        "class ROCE",
+        "set qos-group 3",
+        "class CNP",
+        "set qos-group 7",
+        "policy-map type network-qos NQ",
+        "class type network-qos c-8q-nq3",
+        "mtu 9216",
+        "pause pfc-cos 3",
+        "class type network-qos c-8q-nq-default",
+        "mtu 9216",
+        "system qos",
+        "service-policy type network-qos NQ",
+        "interface Ethernet1/1",
+        "mtu 9216",
+        "service-policy type qos input MARK",
+        "end",
+    )
     assert errors(out) == []
     assert body(dev).count("mtu 9216") == 3
     assert "policy-map type qos MARK\n  class ROCE\n    set qos-group 3\n  class CNP\n    set qos-group 7" in body(dev)
@@ -78,31 +95,51 @@ def test_flat_lines_fall_through_to_the_right_mode(cli, dev):
 
 
 def test_value_replacement_and_no_forms(cli, dev):
-    run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-nq3",
-        "mtu 2240", "pause pfc-cos 3", "mtu 9216")
+    run(
+        cli,
+        "configure terminal",
+        "policy-map type network-qos NQ",
+        "class type network-qos c-nq3",
+        "mtu 2240",
+        "pause pfc-cos 3",
+        "mtu 9216",
+    )
     assert "    mtu 9216\n    pause pfc-cos 3" in body(dev)
     assert "2240" not in body(dev)
-    run(cli, "no pause pfc-cos 3", "interface Ethernet1/2", "mtu 9000", "priority-flow-control mode on",
-        "no priority-flow-control mode on", "no mtu")
+    run(
+        cli,
+        "no pause pfc-cos 3",
+        "interface Ethernet1/2",
+        "mtu 9000",
+        "priority-flow-control mode on",
+        "no priority-flow-control mode on",
+        "no mtu",
+    )
     assert "pause pfc-cos" not in body(dev)
     assert "interface Ethernet1/2\n\n" in body(dev)  # back to an empty interface
     run(cli, "no policy-map type network-qos NQ", "end")
     assert "policy-map" not in body(dev)
 
 
-@pytest.mark.parametrize(("mode_lines", "line", "message"), [
-    ([], "bogus command", "% Invalid command at '^' marker."),
-    ([], "class-map type qos", "% Incomplete command at '^' marker."),
-    (["class-map type qos match-all R"], "match dscp 64", "% Invalid number, range is (0:63) at '^' marker."),
-    (["policy-map type network-qos N", "class type network-qos c-nq3"], "pause pfc-cos 8",
-     "% Invalid number, range is (0:7) at '^' marker."),
-    (["interface Ethernet1/1"], "mtu 9215", "% Invalid value, MTU must be an even number at '^' marker."),
-    (["interface Ethernet1/1"], "mtu 9300", "% Invalid number, range is (576:9216) at '^' marker."),
-    (["interface Ethernet1/1"], "mtu 574", "% Invalid number, range is (576:9216) at '^' marker."),
-    ([], "interface Ethernet1/99", "% Invalid interface format at '^' marker."),
-    (["policy-map type qos M"], "class NOPE", "% class-map NOPE does not exist at '^' marker."),
-    (["system qos"], "service-policy type network-qos NOPE", "% policy-map NOPE does not exist at '^' marker."),
-])
+@pytest.mark.parametrize(
+    ("mode_lines", "line", "message"),
+    [
+        ([], "bogus command", "% Invalid command at '^' marker."),
+        ([], "class-map type qos", "% Incomplete command at '^' marker."),
+        (["class-map type qos match-all R"], "match dscp 64", "% Invalid number, range is (0:63) at '^' marker."),
+        (
+            ["policy-map type network-qos N", "class type network-qos c-nq3"],
+            "pause pfc-cos 8",
+            "% Invalid number, range is (0:7) at '^' marker.",
+        ),
+        (["interface Ethernet1/1"], "mtu 9215", "% Invalid value, MTU must be an even number at '^' marker."),
+        (["interface Ethernet1/1"], "mtu 9300", "% Invalid number, range is (576:9216) at '^' marker."),
+        (["interface Ethernet1/1"], "mtu 574", "% Invalid number, range is (576:9216) at '^' marker."),
+        ([], "interface Ethernet1/99", "% Invalid interface format at '^' marker."),
+        (["policy-map type qos M"], "class NOPE", "% class-map NOPE does not exist at '^' marker."),
+        (["system qos"], "service-policy type network-qos NOPE", "% policy-map NOPE does not exist at '^' marker."),
+    ],
+)
 def test_bad_input_is_rejected_with_a_marker(cli, dev, mode_lines, line, message):
     run(cli, "configure terminal", *mode_lines)
     before, prompt = body(dev), cli.prompt
@@ -115,20 +152,31 @@ def test_bad_input_is_rejected_with_a_marker(cli, dev, mode_lines, line, message
 
 
 def test_references_block_deletes(cli, dev):
-    run(cli, "configure terminal", "class-map type qos match-all R", "match dscp 26",
-        "policy-map type qos M", "class R", "set qos-group 3", "interface Ethernet1/1",
-        "service-policy type qos input M")
-    assert cli.handle("no class-map type qos match-all R") == [
-        "ERROR: class-map R is being referenced by policy-map M"]
+    run(
+        cli,
+        "configure terminal",
+        "class-map type qos match-all R",
+        "match dscp 26",
+        "policy-map type qos M",
+        "class R",
+        "set qos-group 3",
+        "interface Ethernet1/1",
+        "service-policy type qos input M",
+    )
+    assert cli.handle("no class-map type qos match-all R") == ["ERROR: class-map R is being referenced by policy-map M"]
     assert cli.handle("no policy-map type qos M")[0].startswith("ERROR: policy-map M is attached to")
-    run(cli, "interface Ethernet1/1", "no service-policy type qos input M", "no policy-map type qos M",
-        "no class-map type qos match-all R")
+    run(
+        cli,
+        "interface Ethernet1/1",
+        "no service-policy type qos input M",
+        "no policy-map type qos M",
+        "no class-map type qos match-all R",
+    )
     assert "class-map" not in body(dev)
 
 
 def test_queuing_class_bandwidth_and_priority_exclude_each_other(cli):
-    run(cli, "configure terminal", "policy-map type queuing Q", "class type queuing c-out-8q-q7",
-        "priority level 1")
+    run(cli, "configure terminal", "policy-map type queuing Q", "class type queuing c-out-8q-q7", "priority level 1")
     assert cli.handle("bandwidth remaining percent 10")[0].startswith("ERROR: bandwidth and priority")
 
 
@@ -137,8 +185,15 @@ def test_checkpoint_and_rollback_restore_exactly(cli, dev):
     run(cli, "interface Ethernet1/3", "description keep me", "mtu 9216", "end")
     saved = body(dev)
     assert run(cli, "terminal dont-ask", "checkpoint file bootflash:c.ckpt", "checkpoint NAMED") == ["Done", "Done"]
-    run(cli, "configure terminal", "class-map type qos match-all X", "match dscp 10", "interface Ethernet1/3",
-        "no mtu", "end")
+    run(
+        cli,
+        "configure terminal",
+        "class-map type qos match-all X",
+        "match dscp 10",
+        "interface Ethernet1/3",
+        "no mtu",
+        "end",
+    )
     assert body(dev) != saved
     assert run(cli, "rollback running-config file bootflash:c.ckpt")[-1] == "Rollback completed successfully."
     assert body(dev) == saved
@@ -160,15 +215,26 @@ def test_startup_config_and_copy(cli, dev):
 
 
 def test_show_filters_and_json(cli):
-    run(cli, "configure terminal", "class-map type qos match-all R", "match dscp 26", "interface Ethernet1/1",
-        "mtu 9216", "end")
-    assert cli.handle("show running-config | section class-map") == ["class-map type qos match-all R",
-                                                                      "  match dscp 26"]
+    run(
+        cli,
+        "configure terminal",
+        "class-map type qos match-all R",
+        "match dscp 26",
+        "interface Ethernet1/1",
+        "mtu 9216",
+        "end",
+    )
+    assert cli.handle("show running-config | section class-map") == [
+        "class-map type qos match-all R",
+        "  match dscp 26",
+    ]
     assert cli.handle("show running-config | include mtu") == ["  mtu 9216"]
     out = cli.handle("show version | json")
     assert out[-1] == "% Invalid command at '^' marker."
     assert cli.handle("show running-config ipqos | exclude ^!|^version|^$") == [
-        "class-map type qos match-all R", "  match dscp 26"]
+        "class-map type qos match-all R",
+        "  match dscp 26",
+    ]
 
 
 def test_show_version_and_inventory_parse_like_cisco_nxos(cli):
@@ -185,9 +251,19 @@ def test_show_version_and_inventory_parse_like_cisco_nxos(cli):
 
 
 def test_ipqos_view_and_pfc_state(cli):
-    run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-8q-nq3",
-        "pause pfc-cos 3", "interface Ethernet1/1", "priority-flow-control mode on", "mtu 9216",
-        "interface Ethernet1/2", "priority-flow-control mode on", "end")
+    run(
+        cli,
+        "configure terminal",
+        "policy-map type network-qos NQ",
+        "class type network-qos c-8q-nq3",
+        "pause pfc-cos 3",
+        "interface Ethernet1/1",
+        "priority-flow-control mode on",
+        "mtu 9216",
+        "interface Ethernet1/2",
+        "priority-flow-control mode on",
+        "end",
+    )
     pfc = "\n".join(cli.handle("show interface priority-flow-control"))
     assert re.search(r"Ethernet1/1\s+On\s+Off", pfc)  # no network-qos policy active yet
     run(cli, "configure terminal", "system qos", "service-policy type network-qos NQ", "end")
@@ -215,8 +291,18 @@ def test_state_file_persists_everything(tmp_path):
     dev = Device(DeviceInfo(hostname="leaf1"), state_file=state)
     dev.boot()
     cli = dev.new_session()
-    run(cli, "configure terminal", "interface Ethernet1/4", "mtu 9216", "end", "checkpoint C1",
-        "configure terminal", "interface Ethernet1/4", "description after", "end")
+    run(
+        cli,
+        "configure terminal",
+        "interface Ethernet1/4",
+        "mtu 9216",
+        "end",
+        "checkpoint C1",
+        "configure terminal",
+        "interface Ethernet1/4",
+        "description after",
+        "end",
+    )
     again = Device(DeviceInfo(hostname="leaf1"), state_file=state)
     again.boot()
     assert body(again) == body(dev)

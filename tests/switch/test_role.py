@@ -31,10 +31,12 @@ def test_rendered_policy_matches_the_golden_files(tmp_path):
     """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch."""
     custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
     unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
-    inventory = write_inventory(tmp_path / "inv", {"sw-default": dict(unreachable),
-                                                   "sw-custom": {**unreachable, **custom}})
-    run = run_playbook(inventory, "--tags", "nxos_roce_qos_render",
-                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    inventory = write_inventory(
+        tmp_path / "inv", {"sw-default": dict(unreachable), "sw-custom": {**unreachable, **custom}}
+    )
+    run = run_playbook(
+        inventory, "--tags", "nxos_roce_qos_render", extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")}
+    )
     assert run.rc == 0, run.explain()
     _check_golden((tmp_path / "render" / "sw-default.cfg").read_text(), "golden-default.cfg")
     _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
@@ -44,9 +46,14 @@ def test_example_inventory_renders_with_its_vault(tmp_path):
     """The field cluster's inventory as shipped: vault (documented example password) + field names."""
     password = tmp_path / "vault-pass"
     password.write_text("rdma-llm-example")
-    run = run_playbook(ROOT / "inventory" / "example", "--tags", "nxos_roce_qos_render",
-                       "--vault-id", f"example@{password}",
-                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    run = run_playbook(
+        ROOT / "inventory" / "example",
+        "--tags",
+        "nxos_roce_qos_render",
+        "--vault-id",
+        f"example@{password}",
+        extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")},
+    )
     assert run.rc == 0, run.explain()
     _check_golden((tmp_path / "render" / "nexus1.cfg").read_text(), "golden-example.cfg")
 
@@ -56,8 +63,7 @@ BAD_VALUES = {
     "bad-cnp-dscp": ({"nxos_roce_qos_cnp_dscp": 26}, "nxos_roce_qos_cnp_dscp"),
     "bad-cos": ({"nxos_roce_qos_nodrop_cos": 8}, "nxos_roce_qos_nodrop_cos"),
     "bad-class-mtu": ({"nxos_roce_qos_mtu": 9300}, "nxos_roce_qos_mtu"),
-    "bad-if-mtu": ({"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "mtu": 9215}]},
-                   "nxos_roce_qos_interfaces"),
+    "bad-if-mtu": ({"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "mtu": 9215}]}, "nxos_roce_qos_interfaces"),
     "bad-if-name": ({"nxos_roce_qos_interfaces": [{"name": "eth1/1"}]}, "nxos_roce_qos_interfaces"),
     "bad-scheme": ({"nxos_roce_qos_queue_scheme": "16q"}, "nxos_roce_qos_queue_scheme"),
     "bad-type": ({"nxos_roce_qos_cnp_qos_group": "high"}, "nxos_roce_qos_cnp_qos_group"),
@@ -67,15 +73,20 @@ BAD_VALUES = {
 
 def test_bad_values_fail_before_connecting_and_name_the_variable(tmp_path):
     """One host per bad value; no switch listens, so any connection attempt would fail differently."""
-    hosts = {name: {"ansible_host": "127.0.0.1", "ansible_port": 9, **values}
-             for name, (values, _) in BAD_VALUES.items()}
-    run = run_playbook(write_inventory(tmp_path / "inv", hosts),
-                       extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    hosts = {
+        name: {"ansible_host": "127.0.0.1", "ansible_port": 9, **values} for name, (values, _) in BAD_VALUES.items()
+    }
+    run = run_playbook(
+        write_inventory(tmp_path / "inv", hosts), extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")}
+    )
     assert run.rc != 0
     for host, (_, variable) in BAD_VALUES.items():
         assert run.stats(host).get("failures") == 1, f"{host}: {run.stats(host)}"
-        failed = [(name, res) for name, res in run.results(host) if res.get("failed")
-                  or any(r.get("failed") for r in res.get("results", []))]
+        failed = [
+            (name, res)
+            for name, res in run.results(host)
+            if res.get("failed") or any(r.get("failed") for r in res.get("results", []))
+        ]
         assert len(failed) == 1, host
         name, res = failed[0]
         assert name.startswith(("assert | ", "Validating arguments")), f"{host} failed in {name}"
@@ -92,10 +103,14 @@ def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switc
     assert result["passed"] and result["changed"] and result["saved"], result
     assert "priority-flow-control mode on" in result["commands"]
     running = emulator.running()
-    assert "system qos\n  service-policy type network-qos ROCE_NETWORK_QOS\n" \
-           "  service-policy type queuing output ROCE_QUEUING" in running
-    assert "interface Ethernet1/2\n  priority-flow-control mode on\n  mtu 9216\n" \
-           "  service-policy type qos input ROCE_QOS_MARKING" in running
+    assert (
+        "system qos\n  service-policy type network-qos ROCE_NETWORK_QOS\n"
+        "  service-policy type queuing output ROCE_QUEUING" in running
+    )
+    assert (
+        "interface Ethernet1/2\n  priority-flow-control mode on\n  mtu 9216\n"
+        "  service-policy type qos input ROCE_QOS_MARKING" in running
+    )
     assert emulator.startup() == running, "saved to startup after the post-check"
     log = emulator.log()
     checkpoint = next(i for i, e in enumerate(log) if e["line"].startswith("checkpoint file"))
@@ -134,8 +149,9 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
 def test_rejected_line_fails_the_play_and_rollback_restores_exactly(emulator, switch_run):
     """Ethernet1/99 passes the role's checks but the switch has 8 ports: the push fails halfway."""
     before = emulator.running()
-    run = switch_run(emulator, extra_vars={"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1"},
-                                                                        {"name": "Ethernet1/99"}]})
+    run = switch_run(
+        emulator, extra_vars={"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1"}, {"name": "Ethernet1/99"}]}
+    )
     assert run.rc != 0
     assert run.stats("lab-switch")["failures"] == 1 and run.stats("lab-switch")["rescued"] == 1
     report = run.result("lab-switch", "push | Report the failure")
@@ -162,7 +178,7 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     commands = result["commands"]
     # Reported change: mtu replaced in place under the field's own class, new CNP class, attachments.
     nq = commands.index("policy-map type network-qos QOS_NETWORK")
-    assert commands[nq + 1:nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
+    assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
     assert "class-map type qos match-all CNP" in commands
     assert "service-policy type network-qos QOS_NETWORK" in commands
     running = emu.running()

@@ -73,8 +73,11 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
 
     sysqos = _block(tree, "system qos") or {}
     want = f"service-policy type network-qos {expected['network_policy']}"
-    check("system_qos_network_qos", want in sysqos,
-          f"system qos attaches {expected['network_policy']} (without it PFC and MTU are not active)")
+    check(
+        "system_qos_network_qos",
+        want in sysqos,
+        f"system qos attaches {expected['network_policy']} (without it PFC and MTU are not active)",
+    )
     want = f"service-policy type queuing output {expected['queuing_policy']}"
     check("system_qos_queuing", want in sysqos, f"system qos attaches {expected['queuing_policy']}")
 
@@ -86,39 +89,68 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         if low.isdigit():
             values.update(range(int(low), int(high or low) + 1))
     wanted = {int(v) for v in expected["roce_dscp"]}
-    check("roce_classification", wanted <= values,
-          f"class-map {expected['roce_class']} matches DSCP {sorted(wanted)} (found {line})")
+    check(
+        "roce_classification",
+        wanted <= values,
+        f"class-map {expected['roce_class']} matches DSCP {sorted(wanted)} (found {line})",
+    )
     cnp_cmap = _block(tree, f"class-map type qos match-all {expected['cnp_class']}")
     want = f"match dscp {int(expected['cnp_dscp'])}"
-    check("cnp_classification", cnp_cmap is not None and want in cnp_cmap,
-          f"class-map {expected['cnp_class']} has `{want}`")
+    check(
+        "cnp_classification",
+        cnp_cmap is not None and want in cnp_cmap,
+        f"class-map {expected['cnp_class']} has `{want}`",
+    )
 
     marking = _block(tree, f"policy-map type qos {expected['marking_policy']}") or {}
     roce_set = f"set qos-group {nodrop}" in (marking.get(f"class {expected['roce_class']}") or {})
     cnp_set = f"set qos-group {cnp_group}" in (marking.get(f"class {expected['cnp_class']}") or {})
-    check("marking_policy", roce_set and cnp_set,
-          f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}")
+    check(
+        "marking_policy",
+        roce_set and cnp_set,
+        f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}",
+    )
 
-    nq = _block(tree, f"policy-map type network-qos {expected['network_policy']}",
-                f"class type network-qos {expected['network_class']}") or {}
-    check("nodrop_class", f"pause pfc-cos {nodrop}" in nq and f"mtu {mtu}" in nq,
-          f"{expected['network_class']} has `pause pfc-cos {nodrop}` and `mtu {mtu}` (found {sorted(nq)})")
+    nq = (
+        _block(
+            tree,
+            f"policy-map type network-qos {expected['network_policy']}",
+            f"class type network-qos {expected['network_class']}",
+        )
+        or {}
+    )
+    check(
+        "nodrop_class",
+        f"pause pfc-cos {nodrop}" in nq and f"mtu {mtu}" in nq,
+        f"{expected['network_class']} has `pause pfc-cos {nodrop}` and `mtu {mtu}` (found {sorted(nq)})",
+    )
 
     queuing = _block(tree, f"policy-map type queuing {expected['queuing_policy']}") or {}
     roce_q = queuing.get(f"class type queuing {expected['roce_queue']}") or {}
     ecn = _find(roce_q, "random-detect ")
-    check("roce_queue_ecn", ecn is not None and ecn.endswith(" ecn"),
-          f"{expected['roce_queue']} marks ECN with WRED (found {ecn})")
-    check("roce_queue_not_strict_priority",
-          _find(roce_q, "priority") is None and _find(roce_q, "bandwidth remaining percent") is not None,
-          f"{expected['roce_queue']} is a bandwidth queue, not strict priority")
+    check(
+        "roce_queue_ecn",
+        ecn is not None and ecn.endswith(" ecn"),
+        f"{expected['roce_queue']} marks ECN with WRED (found {ecn})",
+    )
+    check(
+        "roce_queue_not_strict_priority",
+        _find(roce_q, "priority") is None and _find(roce_q, "bandwidth remaining percent") is not None,
+        f"{expected['roce_queue']} is a bandwidth queue, not strict priority",
+    )
     cnp_q = queuing.get(f"class type queuing {expected['cnp_queue']}") or {}
-    check("cnp_queue_strict_priority", "priority level 1" in cnp_q,
-          f"{expected['cnp_queue']} (CNP) has `priority level 1`")
+    check(
+        "cnp_queue_strict_priority",
+        "priority level 1" in cnp_q,
+        f"{expected['cnp_queue']} (CNP) has `priority level 1`",
+    )
 
     if expected.get("pfc_watchdog"):
-        check("pfc_watchdog", "priority-flow-control watch-dog-interval on" in tree,
-              "global `priority-flow-control watch-dog-interval on`")
+        check(
+            "pfc_watchdog",
+            "priority-flow-control watch-dog-interval on" in tree,
+            "global `priority-flow-control watch-dog-interval on`",
+        )
 
     table = _pfc_table(pfc)
     for item in expected.get("interfaces") or []:
@@ -131,12 +163,18 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
             and (if_mtu == 1500 or f"mtu {if_mtu}" in block)
             and f"service-policy type qos input {expected['marking_policy']}" in block
         )
-        check(f"interface_config {name}", config_ok,
-              f"{name}: PFC mode on, mtu {if_mtu}, input policy {expected['marking_policy']}")
+        check(
+            f"interface_config {name}",
+            config_ok,
+            f"{name}: PFC mode on, mtu {if_mtu}, input policy {expected['marking_policy']}",
+        )
         state = table.get(name, {})
         oper_ok = state.get("oper") == "On" and bool(state.get("bitmap", 0) & (1 << nodrop))
-        check(f"interface_pfc_oper {name}", oper_ok,
-              f"{name}: PFC operational with CoS {nodrop} in the bitmap (found {state or 'no row'})")
+        check(
+            f"interface_pfc_oper {name}",
+            oper_ok,
+            f"{name}: PFC operational with CoS {nodrop} in the bitmap (found {state or 'no row'})",
+        )
 
     failed = [c["name"] for c in checks if not c["passed"]]
     return {"passed": not failed, "failed": failed, "checks": checks}

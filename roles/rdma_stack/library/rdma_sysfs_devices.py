@@ -69,12 +69,14 @@ def _port(port_dir: str, number: str) -> dict:
         gid = _read(os.path.join(port_dir, "gids", index))
         if not gid or gid == ZERO_GID:
             continue
-        gids.append({
-            "index": int(index),
-            "gid": gid,
-            "type": _read(os.path.join(port_dir, "gid_attrs", "types", index)),
-            "netdev": _read(os.path.join(port_dir, "gid_attrs", "ndevs", index)),
-        })
+        gids.append(
+            {
+                "index": int(index),
+                "gid": gid,
+                "type": _read(os.path.join(port_dir, "gid_attrs", "types", index)),
+                "netdev": _read(os.path.join(port_dir, "gid_attrs", "ndevs", index)),
+            }
+        )
     return {
         "port": int(number),
         "state": _read(os.path.join(port_dir, "state")),
@@ -100,13 +102,15 @@ def main() -> None:
     for name in _entries(root):
         dev_dir = os.path.join(root, name)
         ports_dir = os.path.join(dev_dir, "ports")
-        devices.append({
-            "name": name,
-            "node_type": _read(os.path.join(dev_dir, "node_type")),
-            "node_guid": _read(os.path.join(dev_dir, "node_guid")),
-            "fw_ver": _read(os.path.join(dev_dir, "fw_ver")),
-            "ports": [_port(os.path.join(ports_dir, n), n) for n in _entries(ports_dir) if n.isdigit()],
-        })
+        devices.append(
+            {
+                "name": name,
+                "node_type": _read(os.path.join(dev_dir, "node_type")),
+                "node_guid": _read(os.path.join(dev_dir, "node_guid")),
+                "fw_ver": _read(os.path.join(dev_dir, "fw_ver")),
+                "ports": [_port(os.path.join(ports_dir, n), n) for n in _entries(ports_dir) if n.isdigit()],
+            }
+        )
     if devices:
         message = f"{len(devices)} RDMA device(s): " + ", ".join(d["name"] for d in devices)
     else:

@@ -36,11 +36,19 @@ def main() -> int:
     t0 = time.monotonic()
     timeout = timedelta(seconds=args.timeout)
     try:
-        store = dist.TCPStore(args.master, args.port, world, is_master=args.rank == 0,
-                              timeout=timeout, wait_for_workers=False)
+        store = dist.TCPStore(
+            args.master, args.port, world, is_master=args.rank == 0, timeout=timeout, wait_for_workers=False
+        )
     except Exception as exc:  # any failure to reach node 0 is reported the same way
-        print(json.dumps({"ok": False, "host": me, "error":
-                          f"{me} could not reach node 0 ({hosts[0]}) at {args.master}:{args.port}: {exc}"}))
+        print(
+            json.dumps(
+                {
+                    "ok": False,
+                    "host": me,
+                    "error": f"{me} could not reach node 0 ({hosts[0]}) at {args.master}:{args.port}: {exc}",
+                }
+            )
+        )
         return 2
     store.set(f"joined/{args.rank}", me)
     if args.rank == 0:
@@ -51,8 +59,16 @@ def main() -> int:
             time.sleep(0.2)
         if missing:
             store.set("abort", ",".join(missing))
-            print(json.dumps({"ok": False, "host": me, "missing": missing, "error":
-                              f"did not join within {args.timeout:.0f} s: {', '.join(missing)}"}))
+            print(
+                json.dumps(
+                    {
+                        "ok": False,
+                        "host": me,
+                        "missing": missing,
+                        "error": f"did not join within {args.timeout:.0f} s: {', '.join(missing)}",
+                    }
+                )
+            )
             return 3
     try:
         dist.init_process_group("gloo", store=store, rank=args.rank, world_size=world, timeout=timeout)
@@ -63,11 +79,27 @@ def main() -> int:
         dist.destroy_process_group()
     except Exception as exc:  # reported with the host name
         aborted = store.check(["abort"]) and store.get("abort").decode()
-        print(json.dumps({"ok": False, "host": me, "error":
-                          f"all-reduce failed on {me}: {exc}" + (f" (did not join: {aborted})" if aborted else "")}))
+        print(
+            json.dumps(
+                {
+                    "ok": False,
+                    "host": me,
+                    "error": f"all-reduce failed on {me}: {exc}" + (f" (did not join: {aborted})" if aborted else ""),
+                }
+            )
+        )
         return 4
-    print(json.dumps({"ok": ok, "host": me, "world_size": world, "seconds": round(time.monotonic() - t0, 2),
-                      "error": None if ok else f"all-reduce on {me} gave {value[0].item()}, expected {expected}"}))
+    print(
+        json.dumps(
+            {
+                "ok": ok,
+                "host": me,
+                "world_size": world,
+                "seconds": round(time.monotonic() - t0, 2),
+                "error": None if ok else f"all-reduce on {me} gave {value[0].item()}, expected {expected}",
+            }
+        )
+    )
     return 0 if ok else 5
 
 

@@ -111,8 +111,7 @@ def status(run_dir: Path, wait: float) -> dict:
         "started": started,
         "running": bool(alive),
         "rc": rc,
-        "state": "running" if alive else ("not started" if not started else
-                                          "finished" if rc is not None else "killed"),
+        "state": "running" if alive else ("not started" if not started else "finished" if rc is not None else "killed"),
         "pgids": sorted(groups),
         "alive_pgids": sorted(alive),
         "metrics": last_metrics(run_dir),

@@ -31,8 +31,14 @@ def main() -> int:
     ap.add_argument("--ipv4", required=True)
     args = ap.parse_args()
     mapped = ipaddress.IPv6Address(f"::ffff:{args.ipv4}").exploded
-    out = {"devices": [], "hca": None, "port": None, "gid_index": None, "link_layer": None,
-           "note": "no RDMA device found"}
+    out = {
+        "devices": [],
+        "hca": None,
+        "port": None,
+        "gid_index": None,
+        "link_layer": None,
+        "note": "no RDMA device found",
+    }
     devices = sorted(p.name for p in SYS.iterdir()) if SYS.is_dir() else []
     out["devices"] = devices
     for dev in devices:
@@ -54,8 +60,13 @@ def main() -> int:
                 except ValueError:
                     continue
                 if gid == mapped:
-                    out.update(hca=dev, port=int(port_dir.name), gid_index=int(idx), link_layer=layer,
-                               note=f"RoCEv2 GID {idx} of {dev} port {port_dir.name} carries {args.ipv4}")
+                    out.update(
+                        hca=dev,
+                        port=int(port_dir.name),
+                        gid_index=int(idx),
+                        link_layer=layer,
+                        note=f"RoCEv2 GID {idx} of {dev} port {port_dir.name} carries {args.ipv4}",
+                    )
                     print(json.dumps(out))
                     return 0
     if devices and out["hca"] is None:

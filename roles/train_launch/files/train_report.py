@@ -54,15 +54,17 @@ def summarise(run: Path) -> dict:
         "final_train_loss": train[-1].get("loss_global") if train else None,
         "tokens_per_s_median": sorted(tps)[len(tps) // 2] if tps else None,
         "tokens_per_s_per_rank_median": (sorted(tps)[len(tps) // 2] / result["world_size"])
-        if tps and result and result.get("world_size") else None,
+        if tps and result and result.get("world_size")
+        else None,
         "launch_to_first_step_s": round(first_step - float(launched), 1) if first_step and launched else None,
-        "launch_to_end_s": round(float(manifest["timings"]["ended_epoch"]) - float(launched), 1)
-        if launched else None,
+        "launch_to_end_s": round(float(manifest["timings"]["ended_epoch"]) - float(launched), 1) if launched else None,
         "total_s": round(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 1),
         "results": results,
-        "curves": {"train": [[r["step"], r.get("loss_global")] for r in train],
-                   "eval": [[r["step"], r["val_loss"]] for r in evals],
-                   "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in train]},
+        "curves": {
+            "train": [[r["step"], r.get("loss_global")] for r in train],
+            "eval": [[r["step"], r["val_loss"]] for r in evals],
+            "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in train],
+        },
     }
     return summary
 
@@ -137,9 +139,11 @@ def main() -> int:
     made = plot(summary, run)
     (run / "report.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n")
     (run / "report.md").write_text(markdown(summary))
-    print(f"run {summary['run_id']}: {summary['outcome']} — step {fmt(summary['final_step'])}, "
-          f"val loss {fmt(summary['initial_val_loss'])} -> {fmt(summary['final_val_loss'])}, "
-          f"{fmt(summary['tokens_per_s_median'], ',.0f')} tokens/s")
+    print(
+        f"run {summary['run_id']}: {summary['outcome']} — step {fmt(summary['final_step'])}, "
+        f"val loss {fmt(summary['initial_val_loss'])} -> {fmt(summary['final_val_loss'])}, "
+        f"{fmt(summary['tokens_per_s_median'], ',.0f')} tokens/s"
+    )
     print(f"report: {run / 'report.md'}")
     for name in made:
         print(f"plot:   {run / name}")
