@@ -103,7 +103,7 @@ def down() -> None:
         podman.run("network", "rm", "-f", net)
     stop_switch()
     # The next lab starts with a factory-fresh switch.
-    for leftover in ("state.json", "port", "emulator.log"):
+    for leftover in ("state.json", "counters.json", "port", "emulator.log"):
         (SWITCH_DIR / leftover).unlink(missing_ok=True)
     INVENTORY.unlink(missing_ok=True)
     (STATE_ROOT / "state.json").unlink(missing_ok=True)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from . import grammar
 from .config import Node, natural_key, ordered_top, render_body, render_node
+from .counters import NAMES as COUNTER_NAMES
+from .counters import Counters, render_queuing
 from .grammar import INVALID, CliError
 
 COPY_OK = [
@@ -57,9 +59,11 @@ class Device:
     info: DeviceInfo = field(default_factory=DeviceInfo)
     state_file: Path | None = None
     command_log: Path | None = None
+    counters_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
+        self.counters = Counters(self.counters_file)
         self.running = self.factory_root()
         self.startup = self.body_text(self.running)
         self.checkpoints: dict[str, str] = {}
@@ -99,6 +103,7 @@ class Device:
                 self.startup = state["startup"]
                 self.checkpoints = dict(state.get("checkpoints", {}))
                 self.files = dict(state.get("files", {}))
+                self.counters.load(state.get("counters", {}))
             elif startup_text is not None:
                 self.running = self.load_text(startup_text)
             self.running.set_leaf("hostname", f"hostname {self.info.hostname}")
@@ -114,6 +119,7 @@ class Device:
             "startup": self.startup,
             "checkpoints": self.checkpoints,
             "files": self.files,
+            "counters": self.counters.dump(),
         }
         tmp = self.state_file.with_name(self.state_file.name + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -248,8 +254,64 @@ class Device:
             mode_node = node.find("priority-flow-control mode")
             mode = mode_node.text.rsplit(" ", 1)[1] if mode_node else "auto"
             oper = f"On  ({bitmap:x})" if mode == "on" and bitmap and node.find("shutdown") is None else "Off"
-            lines.append(f"{node.key.split(' ', 1)[1]:<19}{mode.capitalize():<5}{oper:<15}{0:<11}{0:<10}")
+            port = node.key.split(" ", 1)[1]
+            per_cos = [self.counters.get(port, cos) for cos in range(8)]
+            rx_ppp = sum(c["rx-pause"] for c in per_cos)
+            tx_ppp = sum(c["tx-pause"] for c in per_cos)
+            lines.append(f"{port:<19}{mode.capitalize():<5}{oper:<15}{rx_ppp:<11}{tx_ppp:<10}")
         return lines
+
+    # -- counters ----------------------------------------------------------------------------------
+    def add_counters(self, interface: str, qos_group: int, **deltas: int) -> None:
+        """Move the counters of one port and qos-group (names in counters.NAMES, `_` for `-`)."""
+        with self.lock:
+            self.counters.add(interface, qos_group, **deltas)
+            self.save_state()
+
+    def _active_policy(self, ptype: str) -> Node | None:
+        sysqos = self.running.find("system qos")
+        key = "service-policy type network-qos" if ptype == "network-qos" else "service-policy type queuing output"
+        attached = sysqos.find(key) if sysqos else None
+        if attached is None:
+            return None
+        return self.running.find(f"policy-map type {ptype} {attached.text.rsplit(' ', 1)[1]}")
+
+    def queue_table(self) -> tuple[dict[int, dict], set[int]]:
+        """Egress queues of the active queuing policy ({group: bandwidth/priority}) and no-drop groups."""
+        policy = self._active_policy("queuing")
+        classes = policy.children if policy else []
+        four = any(re.fullmatch(r"class type queuing c-out-q(\d|-default)", c.key) for c in classes)
+        queues: dict[int, dict] = {g: {"bandwidth": 0, "priority": None} for g in range(4 if four else 8)}
+        if policy is None:
+            queues[0]["bandwidth"] = 100
+        for cls in classes:
+            match = re.fullmatch(r"class type queuing c-out-(?:8q-)?q(\d|-default)", cls.key)
+            if not match:
+                continue
+            group = 0 if match.group(1) == "-default" else int(match.group(1))
+            bandwidth, priority = cls.find("bandwidth"), cls.find("priority")
+            queues.setdefault(group, {})
+            queues[group]["bandwidth"] = int(bandwidth.text.rsplit(" ", 1)[1]) if bandwidth else None
+            queues[group]["priority"] = int(priority.text.rsplit(" ", 1)[1]) if priority else None
+        nodrop = set()
+        network = self._active_policy("network-qos")
+        for cls in network.children if network else []:
+            match = re.fullmatch(r"class type network-qos c-(?:8q-)?nq(\d)", cls.key)
+            if match and cls.find("pause pfc-cos") is not None:
+                nodrop.add(int(match.group(1)))
+        return queues, nodrop
+
+    def show_queuing(self, interface: str | None) -> list[str]:
+        ports = [n.key.split(" ", 1)[1] for n in self.running.children if n.key.startswith("interface Ethernet")]
+        if interface is not None:
+            if interface not in ports:
+                raise CliError("% Invalid interface format at '^' marker.")
+            ports = [interface]
+        queues, nodrop = self.queue_table()
+        out = ["", "slot  1", "=======", "", ""]
+        for port in sorted(ports, key=lambda p: natural_key(f"interface {p}")):
+            out += [*render_queuing(port, queues, nodrop, self.counters), ""]
+        return out
 
     def show_version(self) -> list[str]:
         up = _dt.datetime.now() - self.booted
@@ -444,6 +506,8 @@ class Session:
                 "exit",
                 "quit",
                 "end",
+                "clear",
+                "emulator",
             )
         except grammar.NoMatch:
             raise CliError(INVALID, tokens[args.pos].col if args.pos < len(tokens) else 0) from None
@@ -502,6 +566,18 @@ class Session:
             raise CliError(INVALID, args.tokens[args.pos - 1].col)
         if cmd == "checkpoint":
             return self._checkpoint(args, negate)
+        if cmd == "clear":
+            args.kw("qos")
+            args.kw("statistics")
+            port = None
+            if args.try_kw("interface"):
+                port = self._if_name(args)
+            args.end()
+            dev.counters.clear(port)
+            dev.save_state()
+            return []
+        if cmd == "emulator":
+            return self._emulator(args)
         if cmd == "rollback":
             args.kw("running-config")
             how = args.kw("checkpoint", "file")
@@ -532,6 +608,27 @@ class Session:
         args.end()
         out = [f"       {len(text):>8}    {dev.startup_saved}  {name}" for name, text in sorted(dev.files.items())]
         return [*out, "", "Usage for bootflash://sup-local", " 1010778112 bytes used", "115805356 bytes free"]
+
+    def _emulator(self, args: grammar.Args) -> list[str]:
+        """Hidden lab control (no NX-OS command): `emulator counters interface NAME qos-group N
+        [tx-pkts N] [tx-bytes N] [dropped N] [dropped-bytes N] [ecn-marked N] [tx-pause N] [rx-pause N]`
+        adds to the counters of that port and qos-group."""
+        args.kw("counters")
+        args.kw("interface")
+        port = self._if_name(args)
+        if self.device.running.find(f"interface {port}") is None:
+            raise CliError(INVALID, args.tokens[args.pos - 1].col)
+        args.kw("qos-group")
+        group = args.number(0, 7)
+        deltas = {}
+        while not args.done():
+            name = args.kw(*COUNTER_NAMES)
+            deltas[name] = args.number(0, 2**63 - 1)
+        if not deltas:
+            raise CliError("% Incomplete command at '^' marker.")
+        self.device.counters.add(port, group, **deltas)
+        self.device.save_state()
+        return []
 
     def _checkpoint(self, args: grammar.Args, negate: bool) -> list[str]:
         dev = self.device
@@ -573,6 +670,7 @@ class Session:
             "privilege",
             "user-account",
             "policy-map",
+            "queuing",
         )
         if what == "version":
             args.end()
@@ -623,6 +721,12 @@ class Session:
             return out
         if what == "policy-map":
             return self._show_policy_map(args)
+        if what == "queuing":
+            port = None
+            if args.try_kw("interface"):
+                port = self._if_name(args)
+            args.end()
+            return dev.show_queuing(port)
         # interface ...
         args.kw("priority-flow-control")
         args.end()

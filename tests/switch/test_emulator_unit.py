@@ -309,3 +309,61 @@ def test_state_file_persists_everything(tmp_path):
     assert again.startup == dev.startup and again.checkpoints == dev.checkpoints
     run(again.new_session(), "rollback running-config checkpoint C1")
     assert "description after" not in body(again)
+
+
+def _policy(cli: Session) -> None:
+    """The role's golden default policy, as nxos_config sends it (flat lines)."""
+    golden = (FIELD_CONFIG.parent / "golden-default.cfg").read_text().splitlines()
+    out = run(cli, "configure terminal", *[ln.strip() for ln in golden if not ln.startswith("!")], "end")
+    assert errors(out) == []
+
+
+def test_queuing_and_pfc_counters_move_only_when_told(cli, dev, tmp_path):
+    _policy(cli)
+    queuing = "\n".join(cli.handle("show queuing interface ethernet 1/1"))
+    assert "Egress Queuing for Ethernet1/1 [System]" in queuing
+    assert re.search(r"^\s+3\s+50\s+-", queuing, re.M)  # RoCE queue: bandwidth 50
+    assert re.search(r"^\s+7\s+-\s+1\s", queuing, re.M)  # CNP queue: priority level 1
+    assert re.search(r"^\s+3\s+348608\s+77376\s+75712$", queuing, re.M)  # no-drop ingress buffer
+    assert "TxPPP:                    0, RxPPP:                    0" in queuing
+
+    assert run(cli, "emulator counters interface ethernet 1/1 qos-group 3 tx-pause 150 ecn-marked 42 dropped 2") == []
+    dev.add_counters("Ethernet1/1", 3, rx_pause=5)
+    queuing = "\n".join(cli.handle("show queuing interface Ethernet1/1"))
+    group3 = queuing.split("QOS GROUP 3")[1].split("QOS GROUP 4")[0]
+    assert re.search(r"WRED & ECN Marked Pkts \|\s+42\|", group3)
+    assert re.search(r"WRED/AFD & Tail Drop Pkts \|\s+2\|", group3)
+    assert re.search(r"^\s+3\s+3\s+Inactive\s+150\s+Inactive\s+5$", queuing, re.M)
+    assert "TxPPP:                  150, RxPPP:                    5" in queuing
+    pfc = "\n".join(cli.handle("show interface priority-flow-control"))
+    assert re.search(r"Ethernet1/1\s+On\s+On\s+\(8\)\s+5\s+150", pfc)
+    assert re.search(r"Ethernet1/2\s+On\s+On\s+\(8\)\s+0\s+0", pfc)
+
+    # The counters file (written by a process outside the emulator) adds on top, re-read per show.
+    dev.counters.overlay_file = tmp_path / "counters.json"
+    dev.counters.overlay_file.write_text('{"Ethernet1/2": {"3": {"tx-pause": 7}}}')
+    assert re.search(
+        r"Ethernet1/2\s+On\s+On\s+\(8\)\s+0\s+7", "\n".join(cli.handle("show interface priority-flow-control"))
+    )
+
+    assert run(cli, "clear qos statistics") == []
+    pfc = "\n".join(cli.handle("show interface priority-flow-control"))
+    assert re.search(r"Ethernet1/1\s+On\s+On\s+\(8\)\s+0\s+0", pfc)
+    assert re.search(r"Ethernet1/2\s+On\s+On\s+\(8\)\s+0\s+7", pfc)  # the file is not cleared
+
+    # Bad control input is refused like any NX-OS command.
+    assert errors(run(cli, "emulator counters interface ethernet 1/99 qos-group 3 tx-pause 1"))
+    assert errors(run(cli, "emulator counters interface ethernet 1/1 qos-group 8 tx-pause 1"))
+    assert errors(run(cli, "emulator counters interface ethernet 1/1 qos-group 3 bogus 1"))
+    assert errors(run(cli, "emulator counters interface ethernet 1/1 qos-group 3"))
+
+
+def test_counters_persist_in_the_state_file(tmp_path):
+    state = tmp_path / "state.json"
+    first = Device(DeviceInfo(hostname="leaf1"), state_file=state)
+    first.boot()
+    first.add_counters("Ethernet1/1", 3, tx_pause=9, ecn_marked=4)
+    second = Device(DeviceInfo(hostname="leaf1"), state_file=state)
+    second.boot()
+    assert second.counters.get("Ethernet1/1", 3)["tx-pause"] == 9
+    assert second.counters.get("Ethernet1/1", 3)["ecn-marked"] == 4
