@@ -68,6 +68,16 @@ BAD_VALUES = {
     "bad-scheme": ({"nxos_roce_qos_queue_scheme": "16q"}, "nxos_roce_qos_queue_scheme"),
     "bad-type": ({"nxos_roce_qos_cnp_qos_group": "high"}, "nxos_roce_qos_cnp_qos_group"),
     "bad-bandwidth": ({"nxos_roce_qos_roce_bandwidth_percent": 80}, "nxos_roce_qos_roce_bandwidth_percent"),
+    # Injection: a line break in a rendered value would start a second, top-level config command.
+    "inject-description": (
+        {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "node1\nno system qos"}]},
+        "nxos_roce_qos_interfaces",
+    ),
+    "inject-name": ({"nxos_roce_qos_queuing_policy": "Q\r\nno feature lldp"}, "nxos_roce_qos_queuing_policy"),
+    "inject-checkpoint": (
+        {"nxos_roce_qos_checkpoint_file": "bootflash:c;delete bootflash:nxos.bin"},
+        "nxos_roce_qos_checkpoint_file",
+    ),
 }
 
 
