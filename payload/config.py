@@ -144,6 +144,43 @@ class ExportConfig:
         return self
 
 
+@dataclass
+class PrepareConfig:
+    data: str = ""  # a text file, a directory of text files, or a `datasets` dataset saved to disk
+    text_column: str = "text"  # column to read from a `datasets` dataset
+    out_dir: str = ""  # empty directory for the shards, their manifest.json and tokenizer/
+    tokenizer: str = ""  # local GPT-2 tokenizer dir; empty: train a byte-level BPE on the corpus
+    vocab_size: int = 8192  # vocabulary of the trained BPE (ignored with a given tokenizer)
+    shard_tokens: int = 100_000_000  # tokens per shard (uint16 ids: 2 bytes each)
+
+    def validate(self) -> PrepareConfig:
+        if not self.data or not self.out_dir:
+            raise ConfigError("--data and --out_dir are required")
+        if self.shard_tokens < 1024:
+            raise ConfigError(f"--shard_tokens={self.shard_tokens}: must be >= 1024")
+        if self.vocab_size < 300:
+            raise ConfigError(f"--vocab_size={self.vocab_size}: must be >= 300 (256 bytes + merges + specials)")
+        return self
+
+
+@dataclass
+class ShardsConfig:
+    data: str = ""  # a directory made by `prepare`: every shard is checked against its manifest.json
+
+    def validate(self) -> ShardsConfig:
+        if not self.data:
+            raise ConfigError("--data is required: a directory made by `prepare`")
+        return self
+
+
+@dataclass
+class CheckpointsConfig:
+    out_dir: str = "out"  # a training run: lists its checkpoints with step, losses, time and size
+
+    def validate(self) -> CheckpointsConfig:
+        return self
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -257,9 +294,12 @@ def describe(cls: type = TrainConfig) -> str:
 __all__ = [
     "CHOICES",
     "PRESETS",
+    "CheckpointsConfig",
     "ConfigError",
     "ExportConfig",
     "GenerateConfig",
+    "PrepareConfig",
+    "ShardsConfig",
     "TrainConfig",
     "describe",
     "field",

@@ -151,9 +151,14 @@ def _chunks(text: str, size: int = 1 << 20) -> Iterator[str]:
         start = end
 
 
+def tokenizer_sha256(tok) -> str:
+    """Identity of a tokenizer: its full serialised form (vocabulary, merges, normalisation)."""
+    return hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()
+
+
 def tokenize_corpus(data: str, text_column: str, tok, cache_dir: Path) -> Path:
     """Return the cached packed token file for (corpus, tokenizer), building it if needed."""
-    tok_hash = hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()
+    tok_hash = tokenizer_sha256(tok)
     key = hashlib.sha256(f"{corpus_fingerprint(data, text_column)}:{tok_hash}".encode()).hexdigest()[:16]
     path = cache_dir / f"tokens-{key}.npy"
     if path.exists():

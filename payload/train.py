@@ -14,7 +14,12 @@ Rank, world size and master address come only from the torchrun environment.
   python payload/train.py generate --out_dir=runs/r1 --prompt="ROMEO:"
   python payload/train.py export --out_dir=runs/r1      # DeepSpeed checkpoint -> Hugging Face dir
 
-Commands: train (default), generate, export. Options are --key=value (or --config=file.json|yaml):
+  # a corpus bigger than memory: tokenize once into verified shards, then train on the directory
+  python payload/train.py prepare --data=corpus/ --out_dir=shards/ --tokenizer=gpt2-tokenizer/
+  python payload/train.py checkpoints --out_dir=runs/r1   # step, losses, time, size of each checkpoint
+
+Commands: train (default), generate, export, prepare, verify, checkpoints.
+Options are --key=value (or --config=file.json|yaml):
 """
 
 from __future__ import annotations
@@ -50,10 +55,14 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
 
 # E402: these imports need the sys.path line above when train.py runs as a script.
 from payload import data as D  # noqa: E402
+from payload import shards as S  # noqa: E402
 from payload.config import (  # noqa: E402
+    CheckpointsConfig,
     ConfigError,
     ExportConfig,
     GenerateConfig,
+    PrepareConfig,
+    ShardsConfig,
     TrainConfig,
     describe,
     from_dict,
@@ -209,15 +218,18 @@ class Trainer:
             f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}"
         )
 
-        self.tok, tokens = self._prepare_data()
-        self.blocks = D.Blocks(tokens, cfg.block_size)
-        train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
-        self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+        if S.is_shard_dir(cfg.data):
+            self.tok, val_ids = self._prepare_shards()
+        else:
+            self.tok, tokens = self._prepare_data()
+            self.blocks = D.Blocks(tokens, cfg.block_size)
+            train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+            self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+            self.log(
+                f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+                f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+            )
         self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
-        self.log(
-            f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-            f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
-        )
 
         cuda = d.device.type == "cuda"
         self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
@@ -262,6 +274,7 @@ class Trainer:
 
         self.stop_signal = 0
         self.val_loss_first = self.val_loss = self.train_loss = None
+        self.val_step = -1  # the step self.val_loss was measured at
         self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
         self._interval = {
             "t": 0.0,
@@ -345,6 +358,36 @@ class Trainer:
             )
         return tok, tokens
 
+    def _prepare_shards(self):
+        """A prepared shard directory: every rank checks its own shards (and the held-out ones) against the
+        manifest before the first step; any failure stops all ranks with the message naming the shard."""
+        cfg, d = self.cfg, self.dist
+        manifest = S.read_manifest(cfg.data)
+        self.blocks = S.ShardBlocks(cfg.data, manifest, cfg.block_size)
+        rank_shards, val_shards = S.split_shards(len(self.blocks.files), cfg.val_fraction, d.world_size)
+        mine = [self.blocks.files[i] for i in rank_shards[d.rank] + val_shards]
+        error = ""
+        try:
+            S.verify(cfg.data, manifest, mine)
+            tok = D.load_tokenizer(str(Path(cfg.data) / "tokenizer"))
+            if D.tokenizer_sha256(tok) != manifest["tokenizer_sha256"]:
+                raise S.ShardError(f"{cfg.data}/tokenizer: not the tokenizer the shards were made with")
+        except (S.ShardError, OSError, ValueError) as e:
+            error = str(e)
+        failed = self._all_reduce([1.0 if error else 0.0], dist.ReduceOp.MAX, self.setup)[0]
+        if failed:
+            raise S.ShardError(error or "shard verification failed on another rank (see its log)")
+        if self.writer:
+            D.save_tokenizer(tok, self.out / "tokenizer")
+        self.sampler = S.RankShardSampler(self.blocks, rank_shards, cfg.batch_size, d.rank, cfg.seed)
+        val_ids = np.concatenate([self.blocks.shard_ids(i) for i in val_shards])
+        self.log(
+            f"data: {self.blocks.tokens:,} tokens in {len(self.blocks.files)} verified shards -> "
+            f"{len(val_shards)} held out ({len(val_ids):,} val blocks of {cfg.block_size}), the rest dealt to "
+            f"{d.world_size} ranks; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+        )
+        return tok, val_ids
+
     # ------------------------------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self) -> Path:
@@ -357,6 +400,9 @@ class Trainer:
             "sampler": self.sampler.state_dict(),
             "world_size": self.world,
             "engine": self.engine.name,
+            "train_loss": self.train_loss,
+            "val_loss": self.val_loss if self.val_step == self.step else None,  # none measured at this step
+            "saved_at": time.time(),
             "config": to_dict(self.cfg),
         }
         self.engine.save(ckpt, meta, self.writer)
@@ -516,6 +562,7 @@ class Trainer:
                 torch.from_numpy(x).to(self.dist.device), torch.from_numpy(y).to(self.dist.device)
             )
         self.val_loss = self._all_reduce([total.item() / len(self.val)])[0] / self.world
+        self.val_step = self.step
         if self.val_loss_first is None:
             self.val_loss_first = self.val_loss
         self.metrics.write(kind="eval", step=self.step, val_loss=round(self.val_loss, 5))
@@ -690,10 +737,75 @@ def export(cfg: ExportConfig) -> int:
     return 0
 
 
+def prepare(cfg: PrepareConfig) -> int:
+    """Tokenize a corpus once into verified shards (see payload/shards.py)."""
+    try:
+        D.corpus_files(cfg.data) if not D.is_hf_dataset(cfg.data) else None
+        t0 = time.time()
+        tok = D.load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
+        if tok is None:
+            tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
+            print(f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data}")
+        m = S.prepare(D.iter_documents(cfg.data, cfg.text_column), tok, cfg.out_dir, cfg.shard_tokens, cfg.data)
+    except (S.ShardError, OSError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"prepared {m['tokens']:,} tokens of {m['documents']:,} documents in {len(m['shards'])} shards "
+        f"({m['dtype']}, vocabulary {m['vocab']}) -> {Path(cfg.out_dir) / S.MANIFEST} in {time.time() - t0:.1f} s"
+    )
+    return 0
+
+
+def verify_shards(cfg: ShardsConfig) -> int:
+    """Check every shard of a prepared directory against its manifest (size and SHA-256)."""
+    try:
+        m = S.read_manifest(cfg.data)
+        S.verify(cfg.data, m)
+    except S.ShardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{cfg.data}: {len(m['shards'])} shards, {m['tokens']:,} tokens, all match {S.MANIFEST}")
+    return 0
+
+
+def checkpoints(cfg: CheckpointsConfig) -> int:
+    """One line per checkpoint of a run: step, losses, when it was saved, size on disk; `*` marks latest."""
+    root = Path(cfg.out_dir) / "checkpoints"
+    latest = (root / "latest").read_text().strip() if (root / "latest").exists() else ""
+    rows = []
+    for ckpt in sorted(p for p in root.glob("step_*") if p.is_dir()):
+        try:
+            meta = json.loads((ckpt / "trainer.json").read_text())
+        except (OSError, ValueError) as e:
+            rows.append(f"  {ckpt.name}  unreadable: {e}")
+            continue
+        size = sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
+        when = meta.get("saved_at")
+        rows.append(
+            f"{'*' if ckpt.name == latest else ' '} {meta['step']:>8}  "
+            + "  ".join(
+                f"{meta[k]:>10.4f}" if isinstance(meta.get(k), float) else f"{'-':>10}"
+                for k in ("train_loss", "val_loss")
+            )
+            + f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when)) if when else '-':<19}"
+            + f"  {size / 2**20:>9.1f}  {meta.get('engine', '?'):<9} {ckpt}"
+        )
+    if not rows:
+        print(f"error: {root}: no checkpoints", file=sys.stderr)
+        return 1
+    print(f"  {'step':>8}  {'train loss':>10}  {'val loss':>10}  {'saved':<19}  {'size MiB':>9}  {'engine':<9} path")
+    print("\n".join(rows))
+    return 0
+
+
 COMMANDS = {
     "train": (TrainConfig, train),
     "generate": (GenerateConfig, generate),
     "export": (ExportConfig, export),
+    "prepare": (PrepareConfig, prepare),
+    "verify": (ShardsConfig, verify_shards),
+    "checkpoints": (CheckpointsConfig, checkpoints),
 }
 
 
@@ -702,7 +814,7 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and not argv[0].startswith("-") else "train"
     args = argv[1:] if argv and argv[0] == command else argv
     if command not in COMMANDS:
-        print(f"error: unknown command {command!r} (train, generate, export)", file=sys.stderr)
+        print(f"error: unknown command {command!r} ({', '.join(COMMANDS)})", file=sys.stderr)
         return 2
     cls, fn = COMMANDS[command]
     if "-h" in args or "--help" in args:
