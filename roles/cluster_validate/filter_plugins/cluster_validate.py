@@ -1,0 +1,977 @@
+"""The validation ladder's logic: parsers of the tools' output, thresholds, pairing and the verdict.
+
+Everything the cluster_validate role decides lives here and is unit-tested on recorded outputs
+(tests/fixtures/validate/). The role's tasks only run the tools and hand their raw output to these filters.
+
+Units: bandwidth is reported in Gb/s (10^9 bit/s) everywhere. perftest's "MB/sec" is MiB/s (perftest divides
+by 0x100000); its "Gb/sec" (--report_gbits) is 10^9 bit/s. iperf3 reports bit/s. Latency is in microseconds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import Counter
+
+DOCUMENTATION = """
+name: cluster_validate
+short_description: Parsers, thresholds, round-robin pairing and the verdict of the validation ladder
+description: See roles/cluster_validate/README.md.
+"""
+
+SCHEMA = "rdma-llm-cluster/validate-verdict/1"
+STATUSES = ("pass", "fail", "skip")
+NO_SPEED = "no threshold: link speed unknown"
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+# ---------------------------------------------------------------------------------------------- rungs
+
+
+def make_rung(name, status, reason=None, value=None, threshold=None, unit=None, **extra):
+    """One rung of the ladder: status pass|fail|skip, the measured value, the threshold, the unit."""
+    if status not in STATUSES:
+        raise ValueError(f"rung {name}: status must be one of {STATUSES}, got {status!r}")
+    rung = {
+        "name": name,
+        "status": status,
+        "reason": reason,
+        "value": value,
+        "threshold": threshold,
+        "unit": unit,
+        "bad_hosts": sorted(extra.pop("bad_hosts", []) or []),
+        "bad_pairs": [list(p) for p in extra.pop("bad_pairs", []) or []],
+        "checks": extra.pop("checks", []) or [],
+    }
+    rung.update(extra)
+    return rung
+
+
+def _fmt(x):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+    return str(x)
+
+
+def console_line(rung):
+    """One line per rung for the console: `[PASS] pairwise_bw  9.41 Gb/s (threshold 22.5)  reason`."""
+    head = f"[{rung['status'].upper():4}] {rung['name']:<14}"
+    if rung.get("value") is not None:
+        head += f" {_fmt(rung['value'])} {rung.get('unit') or ''}".rstrip()
+        if rung.get("threshold") is not None:
+            head += f" (threshold {_fmt(rung['threshold'])})"
+    if rung.get("bad_pairs"):
+        head += " bad pairs: " + ", ".join("-".join(p) for p in rung["bad_pairs"])
+    if rung.get("bad_hosts"):
+        head += " bad hosts: " + ", ".join(rung["bad_hosts"])
+    if rung.get("reason"):
+        head += f" — {rung['reason']}"
+    return head
+
+
+def _check(host, name, status, detail, value=None, threshold=None, unit=None):
+    return {
+        "host": host,
+        "check": name,
+        "status": status,
+        "detail": detail,
+        "value": value,
+        "threshold": threshold,
+        "unit": unit,
+    }
+
+
+def _rung_from_checks(name, checks, value=None, threshold=None, unit=None, skip_reason=None, **extra):
+    """Rung status from its checks: any fail fails; all skip skips; else pass."""
+    failed = [c for c in checks if c["status"] == "fail"]
+    if failed:
+        status = "fail"
+        reason = "; ".join(f"{c['host']}: {c['detail']}" for c in failed[:6])
+    elif checks and all(c["status"] == "skip" for c in checks):
+        status = "skip"
+        reason = skip_reason or "; ".join(sorted({c["detail"] for c in checks}))
+    elif not checks:
+        status, reason = "skip", skip_reason or "nothing to check"
+    else:
+        status = "pass"
+        reason = extra.pop("pass_reason", None)
+    extra.pop("pass_reason", None)
+    return make_rung(
+        name,
+        status,
+        reason=reason,
+        value=value,
+        threshold=threshold,
+        unit=unit,
+        checks=checks,
+        bad_hosts=sorted({c["host"] for c in failed if c["host"]}),
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- units
+
+
+def mib_per_s_to_gbps(mib_per_s):
+    """perftest MB/sec (MiB/s) -> Gb/s."""
+    return float(mib_per_s) * 1048576 * 8 / 1e9
+
+
+def link_rate_gbps(value):
+    """Line rate in Gb/s from sysfs net `speed` (Mb/s, int or str) or an RDMA port `rate` ("100 Gb/sec (4X EDR)").
+
+    None when unknown: -1 / empty / unreadable (veth and other virtual NICs report no speed).
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) / 1000 if value > 0 else None
+    text = str(value).strip()
+    match = re.match(r"^([\d.]+)\s*Gb/sec", text)
+    if match:
+        return float(match.group(1))
+    if re.fullmatch(r"-?\d+", text):
+        return link_rate_gbps(int(text))
+    return None
+
+
+def threshold_for(rate_gbps, fraction):
+    """fraction x line rate, or None when the line rate is unknown (never a made-up number)."""
+    if rate_gbps is None:
+        return None
+    return round(float(rate_gbps) * float(fraction), 3)
+
+
+def busbw(algbw, world):
+    """nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n."""
+    n = int(world)
+    if n < 1:
+        raise ValueError("world size must be >= 1")
+    return float(algbw) * 2 * (n - 1) / n
+
+
+def required_ib_mtu(netdev_mtu):
+    """Largest RDMA path MTU that fits a netdev MTU (RoCE) — what `active_mtu` should reach."""
+    fits = [m for m in IB_MTUS if m <= int(netdev_mtu)]
+    return fits[-1] if fits else IB_MTUS[0]
+
+
+def roce_gid_of(ipv4):
+    """The IPv4-mapped RoCEv2 GID a port carries for an address, in sysfs notation."""
+    mapped = ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(ipv4)}")
+    return ":".join(f"{x:04x}" for x in (int(mapped) >> s & 0xFFFF for s in range(112, -16, -16)))
+
+
+# ---------------------------------------------------------------------------------------------- pairing
+
+
+def round_robin(hosts):
+    """Disjoint pairs in rounds (circle method): every pair exactly once.
+
+    N even: N-1 rounds of N/2 pairs; N odd: N rounds, one host sits out each round (a bye).
+    """
+    hosts = list(hosts)
+    if len(hosts) < 2:
+        return []
+    ring = hosts + ([None] if len(hosts) % 2 else [])
+    n = len(ring)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = []
+        for i in range(n // 2):
+            a, b = ring[i], ring[n - 1 - i]
+            if a is not None and b is not None:
+                pairs.append(sorted((a, b), key=hosts.index))
+        rounds.append(pairs)
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return rounds
+
+
+def round_roles(rounds, host):
+    """Per round, what `host` does: {"role": server|client|bye, "peer": name|None, "pair": [a, b]|None}."""
+    out = []
+    for pairs in rounds:
+        entry = {"role": "bye", "peer": None, "pair": None}
+        for a, b in pairs:
+            if host == a:
+                entry = {"role": "client", "peer": b, "pair": [a, b]}
+            elif host == b:
+                entry = {"role": "server", "peer": a, "pair": [a, b]}
+        out.append(entry)
+    return out
+
+
+def suspects(bad_pairs, hosts=None):
+    """Hosts to blame for failing pairs: those in the most failing pairs when they are in at least two.
+
+    One failing pair names both ends (a single link cannot tell which side is bad).
+    """
+    counts = Counter(h for pair in bad_pairs for h in pair)
+    if not counts:
+        return []
+    top = max(counts.values())
+    if top < 2:
+        return sorted(counts)
+    return sorted(h for h, c in counts.items() if c == top)
+
+
+# ---------------------------------------------------------------------------------------------- parsers
+
+
+def _num(text):
+    text = text.strip()
+    if re.fullmatch(r"0x[0-9a-fA-F]+", text):
+        return int(text, 16)
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def parse_ibv_devinfo(text):
+    """`ibv_devinfo` (rdma-core) -> [{hca_id, transport, fw_ver, node_guid, vendor_id, ports: [...]}]."""
+    devices = []
+    dev = port = None
+    for raw in str(text).splitlines():
+        line = raw.strip()
+        if not line or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "hca_id":
+            dev = {"hca_id": value, "ports": []}
+            devices.append(dev)
+            port = None
+        elif dev is None:
+            continue
+        elif key == "port":
+            port = {"port": int(value)}
+            dev["ports"].append(port)
+        elif port is not None:
+            if key in ("state", "phys_state"):
+                port[key] = value.split()[0]
+            elif key in ("max_mtu", "active_mtu"):
+                port[key] = int(value.split()[0])
+            elif key in ("sm_lid", "port_lid", "port_lmc"):
+                port[key] = _num(value.split()[0])
+            elif key == "link_layer":
+                port[key] = value
+        elif key in ("transport", "fw_ver", "node_guid", "sys_image_guid", "vendor_id", "vendor_part_id", "hw_ver"):
+            dev[key] = value
+        elif key == "phys_port_cnt":
+            dev[key] = int(value)
+    return devices
+
+
+def parse_perftest_bw(text):
+    """ib_write_bw / ib_send_bw / ib_read_bw report -> {bytes, iterations, peak, average, unit, gbps, ...}.
+
+    None when the output has no result line (the test did not run).
+    """
+    text = str(text)
+    header = re.search(r"#bytes\s+#iterations\s+BW peak\[(MB|Gb)/sec\]\s+BW average\[(?:MB|Gb)/sec\]", text)
+    if not header:
+        return None
+    unit = header.group(1)
+    rows = re.findall(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", text[header.end() :], re.M)
+    if not rows:
+        return None
+    size, iters, peak, avg, rate = rows[-1]
+    to_gbps = mib_per_s_to_gbps if unit == "MB" else float
+    out = {
+        "bytes": int(size),
+        "iterations": int(iters),
+        "bw_peak": float(peak),
+        "bw_average": float(avg),
+        "unit": f"{unit}/sec",
+        "msg_rate_mpps": float(rate),
+        "gbps": round(to_gbps(avg), 3),
+    }
+    for field, pattern in (
+        ("device", r"Device\s*:\s*(\S+)"),
+        ("link_type", r"Link type\s*:\s*(\S+)"),
+        ("mtu", r"Mtu\s*:\s*(\d+)"),
+        ("gid_index", r"GID index\s*:\s*(\d+)"),
+    ):
+        match = re.search(pattern, text)
+        if match:
+            out[field] = int(match.group(1)) if field in ("mtu", "gid_index") else match.group(1)
+    return out
+
+
+def parse_perftest_lat(text):
+    """ib_write_lat / ib_send_lat report -> {bytes, iterations, t_min, t_max, t_typical, t_avg, t_stdev, p99, p999}."""
+    text = str(text)
+    header = re.search(r"#bytes\s+#iterations\s+t_min\[usec\].*$", text, re.M)
+    if not header:
+        return None
+    cols = ["t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p999"]
+    for line in text[header.end() :].splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].isdigit() and parts[1].isdigit():
+            values = [float(v) for v in parts[2:]]
+            out = {"bytes": int(parts[0]), "iterations": int(parts[1]), "unit": "usec"}
+            out.update(dict(zip(cols, values, strict=False)))
+            return out
+    return None
+
+
+def parse_sminfo(text):
+    """`sminfo` (infiniband-diags) -> {sm_lid, sm_guid, activity, priority, state, state_name} or None."""
+    match = re.search(
+        r"sm lid (\d+) sm guid (0x[0-9a-fA-F]+), activity count (\d+) priority (\d+) state (\d+) (\w+)", str(text)
+    )
+    if not match:
+        return None
+    return {
+        "sm_lid": int(match.group(1)),
+        "sm_guid": match.group(2),
+        "activity": int(match.group(3)),
+        "priority": int(match.group(4)),
+        "state": int(match.group(5)),
+        "state_name": match.group(6),
+    }
+
+
+def parse_iperf3(text):
+    """`iperf3 -J` client output -> {gbps (received), sent_gbps, retransmits, seconds} or {error}."""
+    try:
+        data = json.loads(str(text))
+    except ValueError:
+        return {"error": f"iperf3 printed no JSON: {str(text).strip()[:200]}"}
+    if data.get("error"):
+        return {"error": f"iperf3: {data['error']}"}
+    end = data.get("end") or {}
+    received = end.get("sum_received") or {}
+    sent = end.get("sum_sent") or {}
+    if "bits_per_second" not in received:
+        return {"error": "iperf3 reported no result"}
+    return {
+        "gbps": round(received["bits_per_second"] / 1e9, 3),
+        "sent_gbps": round(sent.get("bits_per_second", 0) / 1e9, 3),
+        "retransmits": sent.get("retransmits"),
+        "seconds": round(received.get("seconds", 0.0), 2),
+    }
+
+
+def parse_nxos_pfc(text):
+    """`show interface priority-flow-control` (NX-OS) -> {port: {mode, oper, bitmap, rx_ppp, tx_ppp}}."""
+    ports = {}
+    row = re.compile(
+        r"^(Ethernet\S+|port-channel\S+)\s+(On|Off|Auto)\s+(On|Off)\s*(?:\(\s*(\w+)\s*\))?\s+(\d+)\s+(\d+)"
+    )
+    for line in str(text).splitlines():
+        match = row.match(line.strip())
+        if match:
+            ports[match.group(1)] = {
+                "mode": match.group(2),
+                "oper": match.group(3),
+                "bitmap": int(match.group(4), 16) if match.group(4) else 0,
+                "rx_ppp": int(match.group(5)),
+                "tx_ppp": int(match.group(6)),
+            }
+    return ports
+
+
+def _label(text):
+    return re.sub(r"[^a-z0-9]+", "_", text.strip().lower()).strip("_")
+
+
+def parse_nxos_queuing(text):
+    """`show queuing interface <if>` (Nexus 9000) -> {port: {"groups": {qos_group: {counter: n}}, "ingress": {...}}}.
+
+    Reads the per-QoS-group boxes (`| Tx Pkts | unicast | multicast |`), summing unicast and multicast, and the
+    ingress lines that carry counters (`Ingress MMU Drop Pkts`, `Ingress Overflow Drop Pkts`, PFC pause counts).
+    """
+    ports = {}
+    port = group = None
+    for raw in str(text).splitlines():
+        line = raw.strip()
+        match = re.match(r"^(?:Egress|Ingress) Queuing for (\S+)", line) or re.match(
+            r"^Interface\s*:?\s*(Ethernet\S+)", line
+        )
+        if match:
+            port = ports.setdefault(match.group(1), {"groups": {}, "ingress": {}})
+            group = None
+            continue
+        if port is None:
+            continue
+        match = re.match(r"^\|\s*QOS GROUP (\d+)\s*\|$", line)
+        if match:
+            group = port["groups"].setdefault(int(match.group(1)), {})
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")] if line.startswith("|") else []
+        if group is not None and len(cells) >= 2 and cells[0] and all(re.fullmatch(r"\d+", c) for c in cells[1:] if c):
+            numbers = [int(c) for c in cells[1:] if c]
+            if numbers:
+                group[_label(cells[0])] = sum(numbers)
+            continue
+        match = re.match(r"^([A-Za-z][A-Za-z ]*?(?:Drop|Pause)[A-Za-z ]*?)\s*:?\s+(\d+)\s*$", line)
+        if match:
+            port["ingress"][_label(match.group(1))] = int(match.group(2))
+    return ports
+
+
+# ---------------------------------------------------------------------------------------------- rungs: hosts
+
+
+def evaluate_reachability(results, hosts):
+    """results: {host: {"unreachable": bool, "msg": str, "pings": [{peer, ok, detail}]}} -> rung."""
+    checks = []
+    for host in hosts:
+        res = results.get(host) or {"unreachable": True, "msg": "no result"}
+        if res.get("unreachable"):
+            checks.append(_check(host, "ssh", "fail", f"unreachable over the management network: {res.get('msg', '')}"))
+            continue
+        checks.append(_check(host, "ssh", "pass", "reachable"))
+        for ping in res.get("pings") or []:
+            ok = ping.get("ok")
+            checks.append(
+                _check(
+                    host,
+                    f"fabric ping {ping['peer']}",
+                    "pass" if ok else "fail",
+                    f"fabric ping to {ping['peer']} ({ping.get('address')}): "
+                    + (ping.get("detail") or ("ok" if ok else "no reply")),
+                )
+            )
+    bad_pairs = sorted(
+        {
+            tuple(sorted((c["host"], c["check"].split()[-1])))
+            for c in checks
+            if c["status"] == "fail" and c["check"].startswith("fabric")
+        }
+    )
+    ok = sum(1 for c in checks if c["status"] == "pass")
+    return _rung_from_checks(
+        "reachability", checks, value=ok, threshold=len(checks), unit="checks", bad_pairs=bad_pairs
+    )
+
+
+def evaluate_path_mtu(results, hosts):
+    """results: {host: {"mtu": int, "pings": [{peer, ok, detail, size}]}} -> rung (DF pings at the configured MTU)."""
+    checks = []
+    for host in hosts:
+        res = results.get(host) or {}
+        for ping in res.get("pings") or []:
+            checks.append(
+                _check(
+                    host,
+                    f"path mtu {ping['peer']}",
+                    "pass" if ping.get("ok") else "fail",
+                    f"{res.get('mtu')}-byte don't-fragment ping to {ping['peer']}: {ping.get('detail') or 'ok'}",
+                    value=res.get("mtu"),
+                    unit="bytes",
+                )
+            )
+    bad_pairs = sorted({tuple(sorted((c["host"], c["check"].split()[-1]))) for c in checks if c["status"] == "fail"})
+    mtus = [r.get("mtu") for r in results.values() if r.get("mtu")]
+    return _rung_from_checks(
+        "path_mtu",
+        checks,
+        value=min(mtus) if mtus else None,
+        unit="bytes",
+        bad_pairs=bad_pairs,
+        skip_reason="fewer than two hosts",
+    )
+
+
+VIRTUAL_RDMA = {
+    "vmw_pvrdma": (
+        "VMware paravirtual RDMA (vmw_pvrdma): traffic goes through the hypervisor's vSwitch; expect a fraction "
+        "of the physical line rate and no PFC/ECN end to end — use passthrough or SR-IOV for training"
+    ),
+}
+VMWARE_VENDOR_ID = "0x15ad"
+SRIOV_NOTE = (
+    "SR-IOV virtual function: shares the physical port (and its line rate) with the other VFs on it; "
+    "per-VF rate limits may apply"
+)
+
+
+def evaluate_node_health(probes, expect):
+    """Node health from each host's probe (files/node_probe.py + rdma_sysfs_devices + ibv_devinfo + sminfo).
+
+    probes: {host: {"nic": {...}, "rdma": {devices, state}, "ibv_devinfo": text|None, "sminfo": text|None,
+                    "modules": [..]|None, "gpus": {"count", "driver"}|None}}
+    expect: {host: {"interface", "mtu", "address", "link_layer", "devices": [...], "modules": [...], "gpus": int}}
+    """
+    checks = []
+    notes = []
+    speeds = {}
+    for host in sorted(expect):
+        want = expect[host]
+        probe = probes.get(host)
+        if probe is None:
+            checks.append(_check(host, "probe", "fail", "no probe result (host failed or unreachable)"))
+            continue
+        nic = probe.get("nic") or {}
+        ifname = want["interface"]
+        if not nic.get("exists"):
+            checks.append(_check(host, "fabric nic", "fail", f"fabric interface {ifname} does not exist"))
+            continue
+        state = nic.get("operstate")
+        checks.append(
+            _check(
+                host,
+                "fabric nic",
+                "pass" if state in ("up", "unknown") and nic.get("carrier", 1) else "fail",
+                f"{ifname} operstate {state}, carrier {nic.get('carrier')}",
+            )
+        )
+        mtu = nic.get("mtu")
+        checks.append(
+            _check(
+                host,
+                "mtu",
+                "pass" if mtu is not None and mtu >= want["mtu"] else "fail",
+                f"{ifname} MTU {mtu} (configured {want['mtu']})",
+                value=mtu,
+                threshold=want["mtu"],
+                unit="bytes",
+            )
+        )
+        rate = link_rate_gbps(nic.get("speed_mbps"))
+        speeds[host] = rate
+        if rate is None:
+            why = f"virtual NIC ({nic.get('kind') or 'no PCI device'})" if nic.get("virtual") else "not reported"
+            checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
+        else:
+            checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
+        if nic.get("sriov_vf"):
+            notes.append(f"{host}: {ifname} is an {SRIOV_NOTE}")
+        checks += _rdma_checks(host, want, probe, notes, speeds)
+        checks += _module_checks(host, want, probe)
+        checks += _gpu_checks(host, want, probe)
+    return _rung_from_checks("node_health", checks, unit=None, notes=notes, speeds=speeds)
+
+
+def _rdma_checks(host, want, probe, notes, speeds):
+    rdma = probe.get("rdma") or {}
+    devices = rdma.get("devices") or []
+    expected = want.get("devices") or []
+    if not devices:
+        if expected:
+            return [_check(host, "rdma devices", "fail", f"expected RDMA device(s) {', '.join(expected)}; none found")]
+        return [_check(host, "rdma devices", "skip", "no RDMA device found")]
+    checks = []
+    names = [d["name"] for d in devices]
+    missing = [d for d in expected if d not in names]
+    if missing:
+        checks.append(_check(host, "rdma devices", "fail", f"missing {', '.join(missing)} (found {', '.join(names)})"))
+    devinfo = {d["hca_id"]: d for d in parse_ibv_devinfo(probe.get("ibv_devinfo") or "")}
+    ifname = want["interface"]
+    link_layer = {"ethernet": "Ethernet", "infiniband": "InfiniBand"}[want.get("link_layer", "ethernet")]
+    bound = []
+    for dev in devices:
+        for port in dev.get("ports") or []:
+            netdevs = {g.get("netdev") for g in port.get("gids") or []}
+            if link_layer == "Ethernet" and ifname not in netdevs:
+                continue
+            bound.append((dev, port))
+    if not bound and link_layer == "Ethernet":
+        checks.append(
+            _check(host, "rdma binding", "fail", f"no RDMA port is bound to {ifname} (devices: {', '.join(names)})")
+        )
+        return checks
+    if not bound:
+        bound = [(d, p) for d in devices for p in d.get("ports") or []]
+    for dev, port in bound:
+        where = f"{dev['name']} port {port['port']}"
+        driver = dev.get("driver") or ""
+        vmware = devinfo.get(dev["name"], {}).get("vendor_id") == VMWARE_VENDOR_ID
+        for key, note in VIRTUAL_RDMA.items():
+            if dev["name"].startswith(key) or driver == key or (vmware and key == "vmw_pvrdma"):
+                notes.append(f"{host}: {where} is {note}")
+        checks.append(_check(host, "rdma binding", "pass", f"{where} bound to {ifname}"))
+        state = (port.get("state") or "").split()[-1] if port.get("state") else ""
+        checks.append(
+            _check(host, "port state", "pass" if "ACTIVE" in state else "fail", f"{where} state {port.get('state')}")
+        )
+        checks.append(
+            _check(
+                host,
+                "link layer",
+                "pass" if port.get("link_layer") == link_layer else "fail",
+                f"{where} link layer {port.get('link_layer')} (configured {link_layer})",
+            )
+        )
+        rate = link_rate_gbps(port.get("rate"))
+        if rate is not None:
+            speeds[host] = rate if speeds.get(host) is None else min(rate, speeds[host])
+        info = next((p for p in devinfo.get(dev["name"], {}).get("ports", []) if p["port"] == port["port"]), None)
+        if info and "active_mtu" in info:
+            need = required_ib_mtu(want["mtu"])
+            checks.append(
+                _check(
+                    host,
+                    "active mtu",
+                    "pass" if info["active_mtu"] >= need else "fail",
+                    f"{where} active_mtu {info['active_mtu']} (needs {need} for netdev MTU {want['mtu']})",
+                    value=info["active_mtu"],
+                    threshold=need,
+                    unit="bytes",
+                )
+            )
+        else:
+            checks.append(_check(host, "active mtu", "skip", f"{where}: ibv_devinfo gave no active_mtu"))
+        if link_layer == "Ethernet":
+            checks.append(_roce_gid_check(host, where, port, want.get("address")))
+        else:
+            checks += _ib_sm_checks(host, where, port, probe.get("sminfo"))
+    return checks
+
+
+def _roce_gid_check(host, where, port, address):
+    if not address:
+        return _check(host, "roce v2 gid", "skip", f"{where}: no fabric address configured")
+    gid = roce_gid_of(address)
+    found = [g for g in port.get("gids") or [] if g.get("gid") == gid]
+    v2 = [g for g in found if "v2" in (g.get("type") or "").lower()]
+    if v2:
+        return _check(host, "roce v2 gid", "pass", f"{where} GID index {v2[0]['index']} is RoCE v2 for {address}")
+    if found:
+        return _check(
+            host, "roce v2 gid", "fail", f"{where} carries {address} only as {found[0].get('type')}, not RoCE v2"
+        )
+    return _check(host, "roce v2 gid", "fail", f"{where} has no GID for the fabric address {address}")
+
+
+def _ib_sm_checks(host, where, port, sminfo_text):
+    checks = []
+    lid = _num(str(port.get("lid") or "0"))
+    sm_lid = _num(str(port.get("sm_lid") or "0"))
+    checks.append(_check(host, "lid", "pass" if lid else "fail", f"{where} LID {port.get('lid')}"))
+    checks.append(_check(host, "sm lid", "pass" if sm_lid else "fail", f"{where} SM LID {port.get('sm_lid')}"))
+    sm = parse_sminfo(sminfo_text or "")
+    if sm is None:
+        checks.append(
+            _check(
+                host, "subnet manager", "fail", f"sminfo found no subnet manager: {(sminfo_text or '').strip()[:120]}"
+            )
+        )
+    else:
+        checks.append(
+            _check(
+                host,
+                "subnet manager",
+                "pass" if sm["state_name"] == "SMINFO_MASTER" else "fail",
+                f"SM at LID {sm['sm_lid']} ({sm['sm_guid']}) is {sm['state_name']}",
+            )
+        )
+    return checks
+
+
+def _module_checks(host, want, probe):
+    modules = probe.get("modules")
+    expected = want.get("modules") or []
+    if not expected:
+        return []
+    if modules is None:
+        return [_check(host, "kernel modules", "skip", "kernel without loadable modules (no /proc/modules)")]
+    missing = [m for m in expected if m not in modules]
+    if missing:
+        return [_check(host, "kernel modules", "fail", f"not loaded: {', '.join(missing)}")]
+    return [_check(host, "kernel modules", "pass", f"loaded: {', '.join(expected)}")]
+
+
+def _gpu_checks(host, want, probe):
+    expected = int(want.get("gpus") or 0)
+    gpus = probe.get("gpus") or {}
+    if not expected:
+        return (
+            [_check(host, "gpus", "skip", "no GPUs expected")]
+            if not gpus.get("count")
+            else [_check(host, "gpus", "pass", f"{gpus['count']} GPU(s), driver {gpus.get('driver')}")]
+        )
+    count = int(gpus.get("count") or 0)
+    return [
+        _check(
+            host,
+            "gpus",
+            "pass" if count >= expected else "fail",
+            f"{count} GPU(s) (expected {expected}), driver {gpus.get('driver') or 'none'}",
+            value=count,
+            threshold=expected,
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- rungs: traffic
+
+
+def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
+    """Pairwise bandwidth rung.
+
+    measurements: [{"pair": [a, b], "gbps": float|None, "error": str|None}]
+    speeds: {host: line rate Gb/s | None}. Absolute check: gbps >= fraction x min(line rates of the pair);
+    without a known speed there is no absolute threshold (said so). Consistency check: every pair reaches
+    `consistency` x the best pair — finds the slow host even where no line rate is known.
+    """
+    best = max((m["gbps"] for m in measurements if m.get("gbps") is not None), default=None)
+    checks, pairs, bad = [], [], []
+    thresholds = []
+    for m in measurements:
+        a, b = m["pair"]
+        rates = [speeds.get(a), speeds.get(b)]
+        limit = threshold_for(min(rates), fraction) if None not in rates else None
+        if limit is not None:
+            thresholds.append(limit)
+        gbps = m.get("gbps")
+        entry = {"pair": [a, b], "gbps": gbps, "threshold": limit, "error": m.get("error"), "status": "pass"}
+        if gbps is None:
+            entry["status"] = "fail"
+            detail = m.get("error") or "no result"
+        elif limit is not None and gbps < limit:
+            entry["status"] = "fail"
+            detail = f"{gbps:g} Gb/s < {limit:g} ({fraction:.0%} of {min(rates):g} Gb/s line rate)"
+        elif best and gbps < consistency * best:
+            entry["status"] = "fail"
+            detail = f"{gbps:g} Gb/s < {consistency:.0%} of the best pair ({best:g} Gb/s)"
+        else:
+            detail = f"{gbps:g} Gb/s" + ("" if limit is not None else f" ({NO_SPEED})")
+        if entry["status"] == "fail":
+            bad.append((a, b))
+        pairs.append(entry)
+        checks.append(_check(f"{a}-{b}", tool, entry["status"], detail, value=gbps, threshold=limit, unit="Gb/s"))
+    values = [p["gbps"] for p in pairs if p["gbps"] is not None]
+    rung = _rung_from_checks(
+        name,
+        checks,
+        value=min(values) if values else None,
+        threshold=min(thresholds) if thresholds else None,
+        unit="Gb/s",
+        skip_reason="fewer than two hosts",
+        pass_reason=None if thresholds else f"{NO_SPEED}; every pair within {consistency:.0%} of the best",
+        bad_pairs=bad,
+        pairs=pairs,
+        tool=tool,
+    )
+    rung["bad_hosts"] = suspects(bad)
+    if rung["status"] == "fail":
+        rung["reason"] = (
+            f"{len(bad)} of {len(pairs)} pair(s) failed"
+            + (f"; suspect host(s): {', '.join(rung['bad_hosts'])}" if rung["bad_hosts"] else "")
+            + "; "
+            + "; ".join(f"{c['host']}: {c['detail']}" for c in checks if c["status"] == "fail")[:600]
+        )
+    return rung
+
+
+def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
+    """measurements: [{"pair": [a, b], "usec": float|None, "error": str|None}] -> rung (typical latency ceiling)."""
+    checks, bad = [], []
+    for m in measurements:
+        a, b = m["pair"]
+        usec = m.get("usec")
+        if usec is None:
+            status, detail = "fail", m.get("error") or "no result"
+        else:
+            status = "pass" if usec <= ceiling_usec else "fail"
+            detail = f"{usec:g} µs (ceiling {ceiling_usec:g})"
+        if status == "fail":
+            bad.append((a, b))
+        checks.append(_check(f"{a}-{b}", "latency", status, detail, value=usec, threshold=ceiling_usec, unit="usec"))
+    values = [c["value"] for c in checks if c["value"] is not None]
+    rung = _rung_from_checks(
+        name, checks, value=max(values) if values else None, threshold=ceiling_usec, unit="usec", bad_pairs=bad
+    )
+    rung["bad_hosts"] = suspects(bad)
+    return rung
+
+
+def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None):
+    """All-reduce busbw over a size sweep (files/allreduce_bw.py on every node; rank 0 reports).
+
+    outputs: {host: parsed JSON line|{"error"}}. Threshold: fraction x the slowest link's line rate, on the
+    largest size; none when a link speed is unknown.
+    """
+    failed = {
+        h: o.get("error") or "no result" for h, o in outputs.items() if not o or o.get("error") or not o.get("ok")
+    }
+    report = next((o for o in outputs.values() if o and o.get("rank") == 0 and o.get("results")), None)
+    if failed or report is None:
+        reason = "; ".join(f"{h}: {e}" for h, e in sorted(failed.items())) or "rank 0 reported nothing"
+        return make_rung("allreduce", "fail", reason=reason, unit="Gb/s", bad_hosts=sorted(failed))
+    results = report["results"]
+    wrong = [r for r in results if not r.get("correct")]
+    largest = max(results, key=lambda r: r["bytes"])
+    rates = list(speeds.values())
+    limit = threshold_for(min(rates), fraction) if rates and None not in rates else None
+    value = largest["busbw_gbps"]
+    if wrong:
+        status = "fail"
+        reason = "wrong all-reduce result at " + ", ".join(str(r["bytes"]) for r in wrong) + " bytes"
+    elif limit is not None and value < limit:
+        status = "fail"
+        reason = f"busbw {value:g} Gb/s < {limit:g} ({fraction:.0%} of the slowest link)"
+    else:
+        status = "pass"
+        reason = f"{report['backend']} over {report['world']} ranks, results correct" + (
+            "" if limit is not None else f"; {NO_SPEED}"
+        )
+    return make_rung(
+        "allreduce",
+        status,
+        reason=reason,
+        value=value,
+        threshold=limit,
+        unit="Gb/s",
+        sweep=results,
+        backend=report.get("backend"),
+        world=report.get("world"),
+    )
+
+
+def switch_counters(pfc_text, queuing_text):
+    """Counters of interest from one read of the switch: PFC pauses, drops and ECN marks per port/qos-group."""
+    pfc = parse_nxos_pfc(pfc_text)
+    queuing = parse_nxos_queuing(queuing_text) if queuing_text else {}
+    ports = {}
+    for port, row in pfc.items():
+        ports.setdefault(port, {})["pause_rx"] = row["rx_ppp"]
+        ports[port]["pause_tx"] = row["tx_ppp"]
+    for port, data in queuing.items():
+        entry = ports.setdefault(port, {})
+        for group, counters in data["groups"].items():
+            entry[f"drops_q{group}"] = sum(v for k, v in counters.items() if "drop_pkts" in k)
+            entry[f"ecn_q{group}"] = sum(v for k, v in counters.items() if "ecn" in k)
+        # Per-port ingress drops (MMU, overflow): a lossless class that drops shows here first.
+        entry["ingress_drops"] = sum(v for k, v in data["ingress"].items() if "drop" in k)
+    return ports
+
+
+def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None):
+    """Switch rung: drops in the no-drop class must not grow across the stress rungs; pauses and ECN marks reported.
+
+    before/after: {switch: switch_counters(...)}; port_hosts: {"switch port": host} to name the host.
+    """
+    if skip_reason:
+        return make_rung("switch", "skip", reason=skip_reason)
+    port_hosts = port_hosts or {}
+    checks = []
+    deltas = {}
+    for switch, ports in after.items():
+        for port, counters in ports.items():
+            old = before.get(switch, {}).get(port, {})
+            delta = {k: v - old.get(k, 0) for k, v in counters.items()}
+            deltas[f"{switch}:{port}"] = delta
+            drops = delta.get(f"drops_q{nodrop_group}", 0) + delta.get("ingress_drops", 0)
+            who = port_hosts.get(port, "")
+            label = f"{switch} {port}" + (f" ({who})" if who else "")
+            checks.append(
+                _check(
+                    who or f"{switch}:{port}",
+                    "no-drop class drops",
+                    "pass" if drops == 0 else "fail",
+                    f"{label}: {drops} dropped in qos-group {nodrop_group}, "
+                    f"{delta.get('pause_rx', 0)} PFC pauses received, {delta.get('pause_tx', 0)} sent, "
+                    f"{delta.get(f'ecn_q{nodrop_group}', 0)} ECN-marked",
+                    value=drops,
+                    threshold=0,
+                    unit="packets",
+                )
+            )
+    total = sum(c["value"] for c in checks)
+    return _rung_from_checks("switch", checks, value=total, threshold=0, unit="packets", deltas=deltas)
+
+
+def evaluate_train(report, floor_tokens_per_s, skip_reason=None):
+    """Short training run: outcome completed and tokens/s at or above the floor (MFU reported where known)."""
+    if skip_reason:
+        return make_rung("train", "skip", reason=skip_reason, unit="tokens/s", threshold=floor_tokens_per_s)
+    if not report:
+        return make_rung("train", "fail", reason="the training run left no report", unit="tokens/s")
+    tps = report.get("tokens_per_s")
+    if report.get("outcome") != "completed":
+        return make_rung(
+            "train",
+            "fail",
+            reason=f"training {report.get('outcome')}: {report.get('error')}",
+            value=tps,
+            threshold=floor_tokens_per_s,
+            unit="tokens/s",
+        )
+    ok = tps is not None and tps >= floor_tokens_per_s
+    mfu = report.get("mfu")
+    return make_rung(
+        "train",
+        "pass" if ok else "fail",
+        reason=(f"MFU {mfu:.1%}" if mfu else "MFU not reported (no GPU)")
+        + ("" if ok else f"; {tps} tokens/s below the floor"),
+        value=tps,
+        threshold=floor_tokens_per_s,
+        unit="tokens/s",
+    )
+
+
+# ---------------------------------------------------------------------------------------------- verdict
+
+
+def bandwidth_matrix(hosts, pairs):
+    """Symmetric host x host matrix of Gb/s (None where not measured) and the failing cells."""
+    index = {h: i for i, h in enumerate(hosts)}
+    values = [[None] * len(hosts) for _ in hosts]
+    failed = []
+    for p in pairs:
+        a, b = p["pair"]
+        if a in index and b in index:
+            values[index[a]][index[b]] = values[index[b]][index[a]] = p.get("gbps")
+            if p.get("status") == "fail":
+                failed.append([a, b])
+    return {"hosts": list(hosts), "unit": "Gb/s", "values": values, "failed": failed}
+
+
+def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=False):
+    """The ladder's verdict: overall status, the first failing rung, the hosts and pairs to blame."""
+    first_fail = next((r["name"] for r in rungs if r["status"] == "fail"), None)
+    bad_pairs = sorted({tuple(p) for r in rungs for p in r.get("bad_pairs") or []})
+    bad_hosts = sorted({h for r in rungs for h in r.get("bad_hosts") or [] if h in hosts})
+    pair_rung = next((r for r in rungs if r.get("pairs")), None)
+    return {
+        "schema": SCHEMA,
+        "cluster": cluster,
+        "started": started,
+        "finished": finished,
+        "hosts": list(hosts),
+        "status": "fail" if first_fail else "pass",
+        "first_failure": first_fail,
+        "stopped_early": bool(first_fail) and not keep_going,
+        "bad_hosts": bad_hosts,
+        "bad_pairs": [list(p) for p in bad_pairs],
+        "rungs": rungs,
+        "matrix": bandwidth_matrix(hosts, pair_rung["pairs"]) if pair_rung else None,
+    }
+
+
+def skipped_after(names, failed_at):
+    """Rungs not run because the ladder stopped at `failed_at`."""
+    return [make_rung(n, "skip", reason=f"not run: the ladder stopped at the failing rung {failed_at}") for n in names]
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "cluster_validate_rung": make_rung,
+            "cluster_validate_console_line": console_line,
+            "cluster_validate_round_robin": round_robin,
+            "cluster_validate_round_roles": round_roles,
+            "cluster_validate_link_rate": link_rate_gbps,
+            "cluster_validate_parse_perftest_bw": parse_perftest_bw,
+            "cluster_validate_parse_perftest_lat": parse_perftest_lat,
+            "cluster_validate_parse_iperf3": parse_iperf3,
+            "cluster_validate_switch_counters": switch_counters,
+            "cluster_validate_reachability": evaluate_reachability,
+            "cluster_validate_path_mtu": evaluate_path_mtu,
+            "cluster_validate_node_health": evaluate_node_health,
+            "cluster_validate_pairs": evaluate_pairs,
+            "cluster_validate_latency": evaluate_latency,
+            "cluster_validate_allreduce": evaluate_allreduce,
+            "cluster_validate_switch": evaluate_switch,
+            "cluster_validate_train": evaluate_train,
+            "cluster_validate_verdict": verdict,
+            "cluster_validate_skipped_after": skipped_after,
+        }

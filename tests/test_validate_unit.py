@@ -1,0 +1,402 @@
+"""The validation ladder's logic on recorded tool outputs (tests/fixtures/validate/, see its README)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "validate"
+ROLE = ROOT / "roles" / "cluster_validate"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cv = _load("cluster_validate_filters", ROLE / "filter_plugins" / "cluster_validate.py")
+
+
+def fixture(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+# ------------------------------------------------------------------------------------ units and thresholds
+
+
+def test_perftest_mb_per_sec_is_mebibytes() -> None:
+    # 1098 MiB/s (the field notes' ib_send_bw) is 9.21 Gb/s: 37 % of a 25 GbE port, not "1 GB/s, fine".
+    assert cv.mib_per_s_to_gbps(1098) == pytest.approx(9.2106, abs=1e-3)
+    assert cv.mib_per_s_to_gbps(1) == pytest.approx(0.008388608)
+
+
+@pytest.mark.parametrize(
+    ("raw", "gbps"),
+    [
+        (25000, 25.0),
+        ("100000", 100.0),
+        ("100 Gb/sec (4X EDR)", 100.0),
+        ("25 Gb/sec (1X EDR)", 25.0),
+        ("400 Gb/sec (4X NDR)", 400.0),
+        (-1, None),  # ethtool's SPEED_UNKNOWN
+        ("-1", None),
+        ("", None),
+        (None, None),  # veth: reading /sys/class/net/<veth>/speed fails with EINVAL
+    ],
+)
+def test_link_rate(raw, gbps) -> None:
+    assert cv.link_rate_gbps(raw) == gbps
+
+
+def test_threshold_never_made_up() -> None:
+    assert cv.threshold_for(25.0, 0.9) == 22.5
+    assert cv.threshold_for(None, 0.9) is None
+
+
+@pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
+def test_busbw_formula(world, factor) -> None:
+    assert cv.busbw(10.0, world) == pytest.approx(10.0 * factor)
+
+
+@pytest.mark.parametrize(("mtu", "ib_mtu"), [(9000, 4096), (4200, 4096), (2240, 2048), (1500, 1024), (576, 512)])
+def test_required_active_mtu(mtu, ib_mtu) -> None:
+    assert cv.required_ib_mtu(mtu) == ib_mtu
+
+
+def test_roce_gid_of_address() -> None:
+    assert cv.roce_gid_of("192.168.250.201") == "0000:0000:0000:0000:0000:ffff:c0a8:fac9"
+
+
+# ------------------------------------------------------------------------------------ pairing
+
+
+@pytest.mark.parametrize("n", range(2, 12))
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n) -> None:
+    hosts = [f"h{i}" for i in range(n)]
+    rounds = cv.round_robin(hosts)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = []
+    for pairs in rounds:
+        in_round = [h for p in pairs for h in p]
+        assert len(in_round) == len(set(in_round)), f"host twice in one round: {pairs}"
+        assert len(pairs) == n // 2
+        seen += [tuple(p) for p in pairs]
+    assert sorted(seen) == sorted(itertools.combinations(hosts, 2))
+
+
+def test_round_robin_edge_cases() -> None:
+    assert cv.round_robin([]) == []
+    assert cv.round_robin(["a"]) == []
+    assert cv.round_robin(["a", "b"]) == [[["a", "b"]]]
+
+
+def test_round_roles_bye_for_odd() -> None:
+    rounds = cv.round_robin(["a", "b", "c"])
+    roles = {h: cv.round_roles(rounds, h) for h in "abc"}
+    for i in range(3):
+        kinds = sorted(roles[h][i]["role"] for h in "abc")
+        assert kinds == ["bye", "client", "server"]
+        client = next(h for h in "abc" if roles[h][i]["role"] == "client")
+        server = roles[client][i]["peer"]
+        assert roles[server][i] == {"role": "server", "peer": client, "pair": roles[client][i]["pair"]}
+
+
+def test_suspects() -> None:
+    assert cv.suspects([("a", "c"), ("b", "c")]) == ["c"]
+    assert cv.suspects([("a", "b")]) == ["a", "b"]
+    assert cv.suspects([]) == []
+
+
+# ------------------------------------------------------------------------------------ parsers
+
+
+def test_parse_ibv_devinfo_roce() -> None:
+    (dev,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_roce.txt"))
+    assert dev["hca_id"] == "mlx5_0" and dev["vendor_id"] == "0x02c9" and dev["fw_ver"] == "16.35.2000"
+    (port,) = dev["ports"]
+    assert port == {
+        "port": 1,
+        "state": "PORT_ACTIVE",
+        "max_mtu": 4096,
+        "active_mtu": 4096,
+        "sm_lid": 0,
+        "port_lid": 0,
+        "port_lmc": 0,
+        "link_layer": "Ethernet",
+    }
+
+
+def test_parse_ibv_devinfo_infiniband_and_pvrdma() -> None:
+    (ib,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_ib.txt"))
+    assert ib["ports"][0]["link_layer"] == "InfiniBand" and ib["ports"][0]["port_lid"] == 7
+    (pv,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_pvrdma.txt"))
+    assert pv["vendor_id"] == cv.VMWARE_VENDOR_ID and pv["ports"][0]["active_mtu"] == 1024
+
+
+def test_parse_perftest_bw_mib() -> None:
+    res = cv.parse_perftest_bw(fixture("ib_write_bw_mbs.txt"))
+    assert res["unit"] == "MB/sec" and res["bw_average"] == 1098.21 and res["bytes"] == 65536
+    assert res["gbps"] == pytest.approx(9.212, abs=1e-3)
+    assert res["device"] == "rocep11s0" and res["link_type"] == "Ethernet" and res["mtu"] == 1024
+
+
+def test_parse_perftest_bw_gbits() -> None:
+    res = cv.parse_perftest_bw(fixture("ib_write_bw_gbits.txt"))
+    assert res["unit"] == "Gb/sec" and res["gbps"] == 0.48 and res["iterations"] == 224958464
+    sweep = cv.parse_perftest_bw(fixture("ib_write_bw_sweep_gbits.txt"))
+    assert sweep["bytes"] == 8 and sweep["gbps"] == 0.17  # the last (largest) size of an -a sweep
+
+
+def test_parse_perftest_bw_without_result() -> None:
+    assert cv.parse_perftest_bw(fixture("ib_write_bw_no_device.txt")) is None
+
+
+def test_parse_perftest_lat() -> None:
+    res = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))
+    assert res["bytes"] == 2 and res["iterations"] == 1000
+    assert res["t_typical"] == 6.13 and res["t_min"] == 5.84 and res["p99"] == 7.9 and res["p999"] == 21.37
+
+
+def test_parse_sminfo() -> None:
+    sm = cv.parse_sminfo(fixture("sminfo_master.txt"))
+    assert sm["sm_lid"] == 1 and sm["priority"] == 15 and sm["state_name"] == "SMINFO_MASTER"
+    assert cv.parse_sminfo(fixture("sminfo_no_sm.txt")) is None
+
+
+def test_parse_iperf3() -> None:
+    res = cv.parse_iperf3(fixture("iperf3_client.json"))
+    raw = json.loads(fixture("iperf3_client.json"))
+    assert res["gbps"] == round(raw["end"]["sum_received"]["bits_per_second"] / 1e9, 3)
+    assert "Connection refused" in cv.parse_iperf3(fixture("iperf3_refused.json"))["error"]
+    assert "no JSON" in cv.parse_iperf3("iperf3: command not found")["error"]
+
+
+def test_parse_nxos_pfc_counters() -> None:
+    ports = cv.parse_nxos_pfc(fixture("nxos_pfc.txt"))
+    assert ports["Ethernet1/1"] == {"mode": "On", "oper": "On", "bitmap": 8, "rx_ppp": 1234, "tx_ppp": 5678}
+    assert ports["Ethernet1/3"]["oper"] == "Off" and ports["Ethernet1/3"]["rx_ppp"] == 0
+
+
+def test_parse_nxos_queuing() -> None:
+    port = cv.parse_nxos_queuing(fixture("nxos_queuing.txt"))["Ethernet1/1"]
+    assert port["groups"][3]["tx_pkts"] == 104857600
+    assert port["groups"][3]["wred_afd_tail_drop_pkts"] == 3
+    assert port["groups"][3]["ecn_marked_pkts"] == 4711
+    assert port["groups"][0]["tx_pkts"] == 2340871 + 1022  # unicast + multicast
+    assert port["ingress"]["ingress_mmu_drop_pkts"] == 2
+
+
+# ------------------------------------------------------------------------------------ rungs
+
+
+def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
+    before = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
+    assert before["sw"]["Ethernet1/1"]["drops_q3"] == 3 and before["sw"]["Ethernet1/1"]["ingress_drops"] == 2
+    same = cv.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
+    assert same["status"] == "pass" and same["value"] == 0
+    grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
+    after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
+    rung = cv.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["node1"] and rung["value"] == 7
+    assert "66 PFC pauses received" in rung["reason"]
+    skipped = cv.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
+    assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]
+
+
+def _pairs(values):
+    return [
+        {"pair": list(p), "gbps": v, "error": None if v is not None else "iperf3: connection refused"}
+        for p, v in values
+    ]
+
+
+def test_pairs_against_line_rate() -> None:
+    speeds = {"a": 25.0, "b": 25.0, "c": 25.0, "d": 25.0}
+    good = cv.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), speeds, 0.9)
+    assert good["status"] == "pass" and good["threshold"] == 22.5 and good["value"] == 23.0 and good["unit"] == "Gb/s"
+    # The field's 1098 MiB/s on 25 GbE.
+    bad = cv.evaluate_pairs(_pairs([(("a", "b"), cv.mib_per_s_to_gbps(1098))]), speeds, 0.9)
+    assert bad["status"] == "fail" and bad["bad_pairs"] == [["a", "b"]] and bad["bad_hosts"] == ["a", "b"]
+
+
+def test_pairs_unknown_speed_says_so_and_still_finds_the_slow_host() -> None:
+    speeds = {"n1": None, "n2": None, "n3": None}
+    ok = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), speeds)
+    assert ok["status"] == "pass" and ok["threshold"] is None and cv.NO_SPEED in ok["reason"]
+    slow = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), speeds)
+    assert slow["status"] == "fail" and slow["bad_hosts"] == ["n3"]
+    assert slow["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]] and "n3" in slow["reason"]
+    broken = cv.evaluate_pairs(_pairs([(("n1", "n2"), None)]), speeds)
+    assert broken["status"] == "fail" and "connection refused" in broken["reason"]
+
+
+def test_latency_ceiling() -> None:
+    lat = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))["t_typical"]
+    assert cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 10.0)["status"] == "pass"
+    rung = cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 5.0)
+    assert rung["status"] == "fail" and rung["value"] == 6.13 and rung["unit"] == "usec"
+
+
+def test_allreduce_rung() -> None:
+    results = [
+        {"bytes": 1 << 20, "algbw_gbps": 2.0, "busbw_gbps": 2.67, "correct": True},
+        {"bytes": 1 << 24, "algbw_gbps": 6.0, "busbw_gbps": 8.0, "correct": True},
+    ]
+    out = {
+        "n1": {"ok": True, "rank": 0, "world": 3, "backend": "gloo", "results": results},
+        "n2": {"ok": True, "rank": 1},
+    }
+    unknown = cv.evaluate_allreduce(out, {"n1": None, "n2": None})
+    assert unknown["status"] == "pass" and unknown["threshold"] is None and cv.NO_SPEED in unknown["reason"]
+    slow = cv.evaluate_allreduce(out, {"n1": 25.0, "n2": 25.0}, 0.7)
+    assert slow["status"] == "fail" and slow["threshold"] == 17.5 and slow["value"] == 8.0
+    dead = cv.evaluate_allreduce({"n1": {"error": "n2 did not join"}, "n2": {}}, {})
+    assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"]
+
+
+def test_train_rung() -> None:
+    assert cv.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
+    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s": 900.0}, 500)["status"] == "pass"
+    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s": 90.0}, 500)["status"] == "fail"
+
+
+# ------------------------------------------------------------------------------------ node health
+
+
+def _nic(**kw):
+    base = {
+        "exists": True,
+        "operstate": "up",
+        "carrier": 1,
+        "mtu": 9000,
+        "speed_mbps": None,
+        "virtual": True,
+        "kind": "veth",
+    }
+    base.update(kw)
+    return base
+
+
+WANT = {"interface": "rdma0", "mtu": 9000, "address": "10.77.250.11", "link_layer": "ethernet", "devices": [],
+        "modules": ["ib_core"], "gpus": 0}  # fmt: skip
+
+
+def test_node_health_lab_host_passes_and_skips_rdma_with_reasons() -> None:
+    probe = {"nic": _nic(), "rdma": {"devices": [], "state": "none"}, "modules": None}
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": WANT})
+    assert rung["status"] == "pass"
+    skipped = {c["check"]: c["detail"] for c in rung["checks"] if c["status"] == "skip"}
+    assert skipped["rdma devices"] == "no RDMA device found"
+    assert "kernel without loadable modules" in skipped["kernel modules"]
+    assert "link speed unknown" in skipped["nic speed"]
+    assert rung["speeds"] == {"n1": None}
+
+
+def test_node_health_names_the_bad_host() -> None:
+    probes = {"n1": {"nic": _nic()}, "n2": {"nic": _nic(mtu=1500)}, "n3": {"nic": _nic(exists=False)}}
+    rung = cv.evaluate_node_health(probes, {h: WANT for h in probes})
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2", "n3"]
+    assert "MTU 1500 (configured 9000)" in rung["reason"]
+
+
+def _roce_probe(gid_type="RoCE v2", state="4: ACTIVE", devinfo="ibv_devinfo_roce.txt", name="mlx5_0"):
+    gid = cv.roce_gid_of(WANT["address"])
+    port = {"port": 1, "state": state, "link_layer": "Ethernet", "rate": "25 Gb/sec (1X EDR)",
+            "gids": [{"index": 3, "gid": gid, "type": gid_type, "netdev": "rdma0"}]}  # fmt: skip
+    return {
+        "nic": _nic(speed_mbps=25000, virtual=False),
+        "rdma": {"devices": [{"name": name, "ports": [port]}], "state": "present"},
+        "ibv_devinfo": fixture(devinfo).replace("mlx5_0", name),
+        "modules": ["ib_core", "mlx5_ib"],
+    }
+
+
+def test_node_health_roce_host() -> None:
+    rung = cv.evaluate_node_health({"n1": _roce_probe()}, {"n1": WANT})
+    assert rung["status"] == "pass", rung["reason"]
+    assert rung["speeds"] == {"n1": 25.0}
+    passed = {c["check"] for c in rung["checks"] if c["status"] == "pass"}
+    assert {"rdma binding", "port state", "link layer", "active mtu", "roce v2 gid", "kernel modules"} <= passed
+
+
+def test_node_health_roce_faults() -> None:
+    v1 = cv.evaluate_node_health({"n1": _roce_probe(gid_type="IB/RoCE v1")}, {"n1": WANT})
+    assert v1["status"] == "fail" and "not RoCE v2" in v1["reason"]
+    down = cv.evaluate_node_health({"n1": _roce_probe(state="1: DOWN")}, {"n1": WANT})
+    assert down["status"] == "fail" and "DOWN" in down["reason"]
+
+
+def test_node_health_pvrdma_is_flagged() -> None:
+    rung = cv.evaluate_node_health(
+        {"n1": _roce_probe(devinfo="ibv_devinfo_pvrdma.txt", name="rocep11s0")}, {"n1": WANT}
+    )
+    assert rung["status"] == "fail"  # active_mtu 1024 < 4096 for a 9000-byte netdev
+    assert any("vmw_pvrdma" in n for n in rung["notes"])
+
+
+def test_node_health_infiniband_needs_sm_and_lids() -> None:
+    want = dict(WANT, link_layer="infiniband")
+    port = {"port": 1, "state": "4: ACTIVE", "link_layer": "InfiniBand", "rate": "100 Gb/sec (4X EDR)", "lid": "0x7",
+            "sm_lid": "0x1", "gids": []}  # fmt: skip
+    probe = {
+        "nic": _nic(),
+        "rdma": {"devices": [{"name": "mlx5_0", "ports": [port]}]},
+        "ibv_devinfo": fixture("ibv_devinfo_ib.txt"),
+        "sminfo": fixture("sminfo_master.txt"),
+        "modules": ["ib_core"],
+    }
+    assert cv.evaluate_node_health({"n1": probe}, {"n1": want})["status"] == "pass"
+    probe["sminfo"] = fixture("sminfo_no_sm.txt")
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert rung["status"] == "fail" and "no subnet manager" in rung["reason"]
+
+
+# ------------------------------------------------------------------------------------ verdict and report
+
+
+def _ladder(fail=False):
+    speeds = {"n1": None, "n2": None, "n3": None}
+    values = [(("n1", "n2"), 12.0), (("n1", "n3"), 0.09 if fail else 11.0), (("n2", "n3"), 0.1 if fail else 11.5)]
+    return [
+        cv.make_rung("inventory", "pass"),
+        cv.make_rung("rdma_bw", "skip", reason="no RDMA device"),
+        cv.evaluate_pairs(_pairs(values), speeds, name="tcp_bw"),
+    ]
+
+
+def test_verdict_names_bad_host_and_pairs() -> None:
+    hosts = ["n1", "n2", "n3"]
+    v = cv.verdict(_ladder(fail=True), hosts, cluster="lab")
+    assert v["schema"] == cv.SCHEMA and v["status"] == "fail" and v["first_failure"] == "tcp_bw"
+    assert v["bad_hosts"] == ["n3"] and v["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
+    assert v["matrix"]["values"][0][1] == 12.0 and v["matrix"]["values"][1][0] == 12.0
+    assert v["matrix"]["failed"] == [["n1", "n3"], ["n2", "n3"]]
+    assert cv.verdict(_ladder(), hosts)["status"] == "pass"
+
+
+def test_console_line() -> None:
+    line = cv.console_line(_ladder(fail=True)[2])
+    assert line.startswith("[FAIL] tcp_bw") and "n3" in line and "Gb/s" in line
+    assert cv.console_line(cv.make_rung("rdma_bw", "skip", reason="no RDMA device")) == (
+        "[SKIP] rdma_bw        — no RDMA device"
+    )
+    with pytest.raises(ValueError):
+        cv.make_rung("x", "ok")
+
+
+def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
+    report = _load("validate_report", ROLE / "files" / "validate_report.py")
+    v = cv.verdict(_ladder(fail=True), ["n1", "n2", "n3"], cluster="lab")
+    (tmp_path / "verdict.json").write_text(json.dumps(v))
+    report.main([str(tmp_path)])
+    md = (tmp_path / "report.md").read_text()
+    assert "| tcp_bw | fail |" in md and "n3" in md
+    png = tmp_path / "bandwidth.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
