@@ -82,6 +82,8 @@ class TrainConfig:
     ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end (and on SIGTERM)
     keep_ckpts: int = 2  # checkpoints kept on disk
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
+    resume_from: str = ""  # continue from this checkpoint instead: a step of this run or a checkpoint directory
+    skip_optimizer: bool = False  # when resuming, load the weights but start with fresh optimizer state
     stop_after: int = 0  # end this launch after N steps with a checkpoint (0: run to max_steps)
     export_hf: bool = True  # write a Hugging Face model directory <out_dir>/hf_model at the end
     peak_tflops: float = 0.0  # per-device peak for MFU; 0: detect from the device

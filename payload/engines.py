@@ -84,9 +84,10 @@ class DDPEngine:
             _atomic_save(self.optimizer.state_dict(), ckpt_dir / "optimizer.pt")
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
-    def load(self, ckpt_dir: Path) -> dict:
+    def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
         self.raw.load_state_dict(torch.load(ckpt_dir / "model.pt", map_location=self.device))
-        self.optimizer.load_state_dict(torch.load(ckpt_dir / "optimizer.pt", map_location=self.device))
+        if optimizer:
+            self.optimizer.load_state_dict(torch.load(ckpt_dir / "optimizer.pt", map_location=self.device))
         return json.loads((ckpt_dir / "trainer.json").read_text())
 
     def export_hf(self, path: Path, writer: bool) -> None:
@@ -192,8 +193,13 @@ class DeepSpeedEngine:
         if writer:
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
-    def load(self, ckpt_dir: Path) -> dict:
-        path, client = self.engine.load_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+    def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
+        path, client = self.engine.load_checkpoint(
+            str(ckpt_dir.parent),
+            tag=ckpt_dir.name,
+            load_optimizer_states=optimizer,
+            load_lr_scheduler_states=optimizer,
+        )
         if path is None:
             raise RuntimeError(f"DeepSpeed could not load the checkpoint in {ckpt_dir}")
         return client["trainer"]

@@ -24,6 +24,8 @@ Options are --key=value (or --config=file.json|yaml):
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
@@ -79,6 +81,48 @@ from payload.model import (  # noqa: E402
 )
 
 RESULT_SCHEMA = 1
+# Every result.json has these keys (payload/README.md, "Output files"); a run that failed early leaves most None.
+RESULT_KEYS = (
+    "schema",
+    "status",
+    "error",
+    "exit_code",
+    "signal",
+    "engine",
+    "zero_stage",
+    "world_size",
+    "nodes",
+    "backend",
+    "device",
+    "dtype",
+    "model",
+    "n_params",
+    "start_step",
+    "final_step",
+    "max_steps",
+    "tokens_seen",
+    "initial_val_loss",
+    "final_train_loss",
+    "final_val_loss",
+    "tokens_per_s",
+    "tokens_per_s_per_rank",
+    "mfu",
+    "train_time_s",
+    "wall_time_s",
+    "checkpoint",
+    "hf_model",
+    "hostname",
+    "versions",
+)
+
+
+class RunError(RuntimeError):
+    """A failure the user can act on (bad data or tokenizer, corrupt checkpoint, full disk): the run ends with
+    this one line, no traceback, a result.json with status `failed`, and exit code 2 (usage) or 1 (runtime)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -218,18 +262,21 @@ class Trainer:
             f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}"
         )
 
-        if S.is_shard_dir(cfg.data):
-            self.tok, val_ids = self._prepare_shards()
-        else:
-            self.tok, tokens = self._prepare_data()
-            self.blocks = D.Blocks(tokens, cfg.block_size)
-            train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
-            self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
-            self.log(
-                f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-                f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
-            )
-        self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        try:
+            if S.is_shard_dir(cfg.data):
+                self.tok, val_ids = self._prepare_shards()
+            else:
+                self.tok, tokens = self._prepare_data()
+                self.blocks = D.Blocks(tokens, cfg.block_size)
+                train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+                self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+                self.log(
+                    f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+                    f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+                )
+            self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        except (OSError, ValueError, KeyError) as e:  # a missing, empty or too small corpus
+            raise RunError(f"--data={cfg.data}: {e}", 2) from e
 
         cuda = d.device.type == "cuda"
         self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
@@ -265,7 +312,7 @@ class Trainer:
         self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
         self.step, self.tokens_seen, self.start_step = 0, 0, 0
         self.ckpt_root = self.out / "checkpoints"
-        self.resumed_from = self._resume() if cfg.resume else None
+        self.resumed_from = self._resume() if cfg.resume or cfg.resume_from else None
         self.start_step = self.step
         self.log(
             f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
@@ -323,7 +370,10 @@ class Trainer:
             if tok_dir.exists():  # a resumed run keeps its vocabulary
                 tok = D.load_tokenizer(str(tok_dir))
             elif cfg.tokenizer:
-                tok = D.load_tokenizer(cfg.tokenizer)
+                try:
+                    tok = D.load_tokenizer(cfg.tokenizer)
+                except Exception as e:  # tokenizers raises bare Exceptions on a malformed tokenizer.json
+                    raise RunError(f"--tokenizer={cfg.tokenizer}: unreadable tokenizer: {e}", 2) from e
             elif cfg.init_from and Path(cfg.init_from, "tokenizer.json").exists():
                 tok = D.load_tokenizer(cfg.init_from)
             else:
@@ -405,10 +455,22 @@ class Trainer:
             "saved_at": time.time(),
             "config": to_dict(self.cfg),
         }
-        self.engine.save(ckpt, meta, self.writer)
-        torch.save(_rng_state(), ckpt / f"rng_rank{self.rank}.pt")
-        if self.writer:
-            shutil.copytree(self.out / "tokenizer", ckpt / "tokenizer", dirs_exist_ok=True)
+        try:
+            self.engine.save(ckpt, meta, self.writer)
+            torch.save(_rng_state(), ckpt / f"rng_rank{self.rank}.pt")
+            if self.writer:
+                shutil.copytree(self.out / "tokenizer", ckpt / "tokenizer", dirs_exist_ok=True)
+        except (OSError, RuntimeError) as e:  # torch.save wraps write errors in RuntimeError
+            # torch.save reports a short write as "unexpected pos ...", not ENOSPC: look at the disk itself
+            # (before removing the partial checkpoint, which is what filled it).
+            free = None
+            with contextlib.suppress(OSError):
+                free = shutil.disk_usage(ckpt).free
+            full = getattr(e, "errno", None) == errno.ENOSPC or (free is not None and free < 1 << 20)
+            if self.writer:
+                shutil.rmtree(ckpt, ignore_errors=True)  # `latest` still names the last complete checkpoint
+            hint = "the disk is full: free space or lower --keep_ckpts, then resume" if full else str(e)
+            raise RunError(f"saving checkpoint {ckpt} failed: {hint}", 1) from e
         dist.barrier()  # every rank's part is on disk before `latest` points at it
         if self.writer:
             tmp = self.ckpt_root / ".latest.tmp"
@@ -421,15 +483,32 @@ class Trainer:
         return ckpt
 
     def _resume(self) -> str | None:
-        latest = self.ckpt_root / "latest"
-        tag = latest.read_text().strip() if latest.exists() else ""
-        found = self._all_reduce([1.0 if tag else 0.0], dist.ReduceOp.MIN)[0]
-        if not found:
-            if tag:
-                raise RuntimeError("only some nodes have a checkpoint in out_dir: cannot resume consistently")
-            return None
-        ckpt = self.ckpt_root / tag
-        meta = self.engine.load(ckpt)
+        cfg = self.cfg
+        if cfg.resume_from:  # a step number of this run, or any checkpoint directory
+            ckpt = Path(cfg.resume_from)
+            if cfg.resume_from.isdigit():
+                ckpt = self.ckpt_root / f"step_{int(cfg.resume_from):07d}"
+            if not (ckpt / "trainer.json").is_file():
+                raise RunError(
+                    f"--resume_from={cfg.resume_from}: {ckpt} is not a checkpoint (`train.py checkpoints`)", 2
+                )
+        else:
+            latest = self.ckpt_root / "latest"
+            tag = latest.read_text().strip() if latest.exists() else ""
+            found = self._all_reduce([1.0 if tag else 0.0], dist.ReduceOp.MIN)[0]
+            if not found:
+                if tag:
+                    raise RuntimeError("only some nodes have a checkpoint in out_dir: cannot resume consistently")
+                return None
+            ckpt = self.ckpt_root / tag
+        try:
+            meta = self.engine.load(ckpt, optimizer=not cfg.skip_optimizer)
+        except Exception as e:  # truncated or foreign files: torch, json and DeepSpeed each raise their own
+            raise RunError(
+                f"{ckpt}: cannot resume from this checkpoint ({type(e).__name__}: {e}); "
+                "point --resume_from at an older one (`train.py checkpoints`) or start over with --resume=false",
+                1,
+            ) from e
         saved = meta["config"]
         for key in ("model", "block_size", "batch_size", "grad_accum", "engine", "zero_stage", "data"):
             if saved.get(key) != getattr(self.cfg, key):
@@ -444,7 +523,10 @@ class Trainer:
         steps = self._all_reduce([-self.step, self.step], dist.ReduceOp.MAX)
         if -steps[0] != steps[1]:
             raise RuntimeError(f"ranks resumed at different steps {-steps[0]:.0f}..{steps[1]:.0f}")
-        self.log(f"resume: {ckpt} at step {self.step}, {self.tokens_seen:,} tokens seen")
+        self.log(
+            f"resume: {ckpt} at step {self.step}, {self.tokens_seen:,} tokens seen"
+            + (", fresh optimizer state (--skip_optimizer)" if cfg.skip_optimizer else "")
+        )
         return str(ckpt)
 
     # ------------------------------------------------------------------------------------------ training
@@ -608,7 +690,13 @@ class Trainer:
         return 128 + stop if stop else 0
 
     def write_result(
-        self, status: str, ckpt: Path | None, hf_dir: Path | None, signum: int = 0, error: str | None = None
+        self,
+        status: str,
+        ckpt: Path | None,
+        hf_dir: Path | None,
+        signum: int = 0,
+        error: str | None = None,
+        exit_code: int = 0,
     ) -> None:
         """result.json: the run summary the launch playbook collects (schema in payload/README.md)."""
         tps = self.train_tokens / self.train_time if self.train_time else None
@@ -617,6 +705,7 @@ class Trainer:
             "schema": RESULT_SCHEMA,
             "status": status,
             "error": error,
+            "exit_code": exit_code or (128 + signum if signum else 0),
             "signal": signal.Signals(signum).name if signum else None,
             "engine": self.cfg.engine,
             "zero_stage": self.cfg.zero_stage if self.cfg.engine == "deepspeed" else None,
@@ -654,15 +743,44 @@ class Trainer:
 
 
 def train(cfg: TrainConfig) -> int:
-    trainer = Trainer(cfg)
+    trainer = None
     try:
+        trainer = Trainer(cfg)
         code = trainer.run()
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        _failed_result(cfg, trainer, str(e), e.code)
+        return e.code
     except Exception as e:
         # Leave a result.json that says why (collectives may be broken: write locally, then re-raise).
-        trainer.write_result("failed", None, None, error=f"{type(e).__name__}: {e}")
+        _failed_result(cfg, trainer, f"{type(e).__name__}: {e}", 1)
         raise
     trainer.close()
     return code
+
+
+def _failed_result(cfg: TrainConfig, trainer: Trainer | None, error: str, code: int) -> None:
+    """result.json with status `failed`; before the trainer exists, one per node (local rank 0) with what is
+    known. A full disk may refuse even this: then the printed line is all there is."""
+    with contextlib.suppress(OSError):
+        if trainer is not None:
+            trainer.write_result("failed", None, None, error=error, exit_code=code)
+        elif os.environ.get("LOCAL_RANK", "0") == "0":
+            out = Path(cfg.out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            result = dict.fromkeys(RESULT_KEYS)
+            result.update(
+                schema=RESULT_SCHEMA,
+                status="failed",
+                error=error,
+                exit_code=code,
+                engine=cfg.engine,
+                model=cfg.init_from or cfg.model,
+                max_steps=cfg.max_steps,
+                hostname=socket.gethostname(),
+                versions=versions(),
+            )
+            _write_json(out / "result.json", result)
 
 
 # ------------------------------------------------------------------------------------------- other commands
