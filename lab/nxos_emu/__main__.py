@@ -44,6 +44,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="JSON counters added to the emulator's own at every show (default: counters.json beside the state file)",
     )
+    parser.add_argument(
+        "--unsupported",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="an exec command this switch lacks (e.g. 'show interface priority-flow-control'); repeatable",
+    )
     parser.add_argument("--startup-config", type=Path, help="config text to boot with (no state file yet)")
     parser.add_argument("--host-key", type=Path, help="RSA host key; generated (and saved here) if missing")
     parser.add_argument("--hostname", default="switch")
@@ -87,7 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     counters_file = args.counters_file
     if counters_file is None and args.state_file:
         counters_file = args.state_file.with_name("counters.json")
-    device = Device(info=info, state_file=args.state_file, command_log=command_log, counters_file=counters_file)
+    device = Device(
+        info=info,
+        state_file=args.state_file,
+        command_log=command_log,
+        counters_file=counters_file,
+        unsupported=tuple(args.unsupported),
+    )
     startup = args.startup_config.read_text() if args.startup_config else None
     device.boot(startup)
     server = EmulatorServer(device, host, args.port, args.username, args.password, load_host_key(args.host_key))

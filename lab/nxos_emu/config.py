@@ -121,9 +121,43 @@ def ordered_top(root: Node) -> list[Node]:
     return [node for _, node in sorted(indexed, key=sort_key)]
 
 
+# Inside a block NX-OS prints settings in a fixed order (its config is generated from the object
+# model, not replayed as typed); lines of one kind (several `match`, the classes of a policy) keep
+# the order they were entered in. Unknown lines sort after the known ones, in entry order.
+_CHILD_RANK = [
+    "description ",
+    "switchport",
+    "priority-flow-control mode ",
+    "priority-flow-control watch-dog-interval ",
+    "match ",
+    "set ",
+    "mtu ",
+    "pause ",
+    "bandwidth ",
+    "priority ",
+    "shape ",
+    "random-detect ",
+    "congestion-control ",
+    "service-policy type network-qos ",
+    "service-policy type queuing ",
+    "service-policy type qos ",
+    "vrf member ",
+    "shutdown",
+]
+
+
+def _child_rank(node: Node) -> int:
+    if node.children:
+        return len(_CHILD_RANK)
+    for rank, prefix in enumerate(_CHILD_RANK):
+        if node.text.startswith(prefix) or node.text == prefix.strip():
+            return rank
+    return len(_CHILD_RANK)
+
+
 def render_node(node: Node, depth: int = 0) -> list[str]:
     lines = [INDENT * depth + node.text]
-    for child in node.children:
+    for child in sorted(node.children, key=_child_rank):
         lines.extend(render_node(child, depth + 1))
     return lines
 

@@ -60,6 +60,9 @@ class Device:
     state_file: Path | None = None
     command_log: Path | None = None
     counters_file: Path | None = None
+    # Exec commands this "release" lacks (prefixes, full words): answered `% Invalid command`, to test
+    # how a caller copes with an older or smaller NX-OS.
+    unsupported: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -488,6 +491,10 @@ class Session:
     def _exec(self, line: str, from_config: bool = False) -> list[str]:
         dev = self.device
         base, filters = _split_pipes(line)
+        normalized = " ".join(base.split())
+        for prefix in dev.unsupported:
+            if normalized == prefix or normalized.startswith(prefix + " "):
+                raise CliError(INVALID, base.find(prefix.split()[-1]))
         tokens = grammar.tokenize(base)
         args = grammar.Args(base, tokens)
         negate = tokens[0].text.lower() == "no"

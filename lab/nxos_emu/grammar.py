@@ -498,16 +498,21 @@ def _cmap_qos(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
         return None
     what = args.kw("dscp", "cos", "precedence")
     limits = {"dscp": 63, "cos": 7, "precedence": 7}[what]
-    key = f"match {what}"
+    # NX-OS keeps several match statements side by side (match-all: all must hold; match-any: one),
+    # so each line is its own setting; `no match dscp V` removes that line, `no match dscp` all.
     if negate:
-        if not args.done():
-            args.number_list(0, limits)
+        values = None if args.done() else args.number_list(0, limits)
         args.end()
-        node.remove(key)
+        for child in list(node.children):
+            if child.key.startswith(f"match {what} ") and (
+                values is None or child.key == f"match {what} {format_list(values)}"
+            ):
+                node.remove(child.key)
         return None
     values = args.number_list(0, limits)
     args.end()
-    node.set_leaf(key, f"match {what} {format_list(values)}")
+    text = f"match {what} {format_list(values)}"
+    node.set_leaf(text, text)
     return None
 
 

@@ -149,6 +149,9 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
     plan = run.result("lab-switch", "push | Show the configuration commands")
     assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
     assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
+    planned = run.result("lab-switch", "push | Plan the commands that converge")
+    assert planned["diff"]["after"].startswith("priority-flow-control watch-dog-interval on\n")
+    assert "+system qos\n+  service-policy type network-qos ROCE_NETWORK_QOS\n" in planned["unified_diff"]
     result = run.fact("lab-switch", "nxos_roce_qos_result")
     assert result["check_mode"] and not result["passed"]  # reported, not enforced, in check mode
     assert emulator.config_commands() == []
@@ -186,6 +189,8 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     result = run.fact("lab-switch", "nxos_roce_qos_result")
     assert result["passed"] and result["changed"], result
     commands = result["commands"]
+    # The unified diff of the managed blocks shows what each changed line replaces.
+    assert "-    mtu 2240\n+    mtu 9216\n" in result["diff"]
     # Reported change: mtu replaced in place under the field's own class, new CNP class, attachments.
     nq = commands.index("policy-map type network-qos QOS_NETWORK")
     assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
@@ -209,3 +214,21 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     again = switch_run(emu, extra_vars=field_vars)
     assert again.rc == 0 and again.stats("lab-switch")["changed"] == 0, again.explain()
     assert emu.config_commands(since=mark) == []
+
+
+def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emulator, switch_run):
+    """A release without `show interface priority-flow-control` and a bootflash that refuses `delete`:
+    the policy is applied and saved, the PFC state is reported as not verified, the stale checkpoint
+    file is named in a warning."""
+    emu = start_emulator(extra=["--unsupported", "show interface priority-flow-control", "--unsupported", "delete"])
+    run = switch_run(emu)
+    assert run.rc == 0, run.explain()
+    result = run.fact("lab-switch", "nxos_roce_qos_result")
+    assert result["passed"] and result["changed"] and result["saved"], result
+    assert any("priority-flow-control" in item for item in result["unverified"]), result
+    assert not any(c["name"].startswith("interface_pfc_oper") for c in result["checks"])
+    assert result["warnings"] == ["checkpoint file bootflash:nxos_roce_qos.ckpt was not deleted"]
+    warning = run.result("lab-switch", "push | Warn that the checkpoint file stayed")
+    assert "bootflash:nxos_roce_qos.ckpt" in warning["msg"]
+    assert "service-policy type queuing output ROCE_QUEUING" in emu.running()
+    assert list(emu.state()["files"]) == ["bootflash:nxos_roce_qos.ckpt"]

@@ -1,8 +1,9 @@
 """Post-check of the nxos_roce_qos role: read NX-OS show output back into a structured result.
 
 `nxos_roce_qos_postcheck(running, pfc, expected)` takes the text of `show running-config`, of
-`show interface priority-flow-control` and the role's expectations, and returns
-`{"passed": bool, "failed": [names], "checks": [{"name", "passed", "detail"}]}`.
+`show interface priority-flow-control` (None where the switch does not support it) and the role's
+expectations, and returns `{"passed": bool, "failed": [names], "checks": [{"name", "passed",
+"detail"}], "unverified": [what could not be checked and why]}`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,27 @@ def _find(tree, prefix):
     return None
 
 
+def _class_map(tree, name):
+    """The class-map block of that name, whatever its match type."""
+    for match_type in ("match-any", "match-all"):
+        block = tree.get(f"class-map type qos {match_type} {name}")
+        if block is not None:
+            return block
+    return None
+
+
+def _dscp_values(block):
+    """All DSCP values of every `match dscp` line of a class-map, and the lines."""
+    lines = [line for line in block or {} if line.startswith("match dscp ")]
+    values = set()
+    for line in lines:
+        for part in line.split(" ", 2)[2].split(","):
+            low, _, high = part.partition("-")
+            if low.isdigit():
+                values.update(range(int(low), int(high or low) + 1))
+    return values, lines
+
+
 def _pfc_table(text):
     """`show interface priority-flow-control` -> {port: {"mode", "oper", "bitmap"}}."""
     ports = {}
@@ -81,25 +103,19 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
     want = f"service-policy type queuing output {expected['queuing_policy']}"
     check("system_qos_queuing", want in sysqos, f"system qos attaches {expected['queuing_policy']}")
 
-    roce_cmap = _block(tree, f"class-map type qos match-all {expected['roce_class']}")
-    line = _find(roce_cmap, "match dscp ")
-    values = set()
-    for part in (line or "match dscp ").split(" ", 2)[2].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            values.update(range(int(low), int(high or low) + 1))
+    roce_cmap = _class_map(tree, expected["roce_class"])
+    values, lines = _dscp_values(roce_cmap)
     wanted = {int(v) for v in expected["roce_dscp"]}
     check(
         "roce_classification",
-        wanted <= values,
-        f"class-map {expected['roce_class']} matches DSCP {sorted(wanted)} (found {line})",
+        values == wanted and len(lines) == 1,
+        f"class-map {expected['roce_class']} matches exactly DSCP {sorted(wanted)} in one line (found {lines})",
     )
-    cnp_cmap = _block(tree, f"class-map type qos match-all {expected['cnp_class']}")
-    want = f"match dscp {int(expected['cnp_dscp'])}"
+    values, lines = _dscp_values(_class_map(tree, expected["cnp_class"]))
     check(
         "cnp_classification",
-        cnp_cmap is not None and want in cnp_cmap,
-        f"class-map {expected['cnp_class']} has `{want}`",
+        values == {int(expected["cnp_dscp"])} and len(lines) == 1,
+        f"class-map {expected['cnp_class']} matches exactly DSCP {int(expected['cnp_dscp'])} (found {lines})",
     )
 
     marking = _block(tree, f"policy-map type qos {expected['marking_policy']}") or {}
@@ -152,7 +168,12 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
             "global `priority-flow-control watch-dog-interval on`",
         )
 
-    table = _pfc_table(pfc)
+    unverified = []
+    if pfc is None:
+        unverified.append(
+            "PFC operational state per port (`show interface priority-flow-control` is not supported here)"
+        )
+    table = _pfc_table(pfc) if pfc is not None else {}
     for item in expected.get("interfaces") or []:
         name = item["name"]
         block = _block(tree, f"interface {name}")
@@ -168,6 +189,8 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
             config_ok,
             f"{name}: PFC mode on, mtu {if_mtu}, input policy {expected['marking_policy']}",
         )
+        if pfc is None:
+            continue
         state = table.get(name, {})
         oper_ok = state.get("oper") == "On" and bool(state.get("bitmap", 0) & (1 << nodrop))
         check(
@@ -177,7 +200,7 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         )
 
     failed = [c["name"] for c in checks if not c["passed"]]
-    return {"passed": not failed, "failed": failed, "checks": checks}
+    return {"passed": not failed, "failed": failed, "checks": checks, "unverified": unverified}
 
 
 class FilterModule:

@@ -1,0 +1,115 @@
+"""The diff engine (action_plugins/nxos_roce_qos_plan.py) against the emulator, in-process.
+
+From several starting configs (factory, the field switch, the role's previous output, a config with
+stale lines) the planned commands, typed into lab.nxos_emu as `nxos_config` sends them, take every
+managed block to exactly the intent: the next plan is empty and the managed blocks are byte-identical
+to the golden converged view. Lines outside the managed blocks are untouched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from lab.nxos_emu.device import Device, DeviceInfo
+from tests.conftest import ROOT
+from tests.switch.conftest import FIELD_CONFIG, FIXTURES
+
+pytestmark = pytest.mark.switch
+
+_SPEC = importlib.util.spec_from_file_location(
+    "nxos_roce_qos_plan", ROOT / "roles" / "nxos_roce_qos" / "action_plugins" / "nxos_roce_qos_plan.py"
+)
+engine = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(engine)
+
+DEFAULT_INTENT = (FIXTURES / "golden-default.cfg").read_text()
+FIELD_INTENT = (FIXTURES / "golden-example.cfg").read_text()
+
+
+def _golden(name: str, text: str) -> None:
+    path = FIXTURES / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text(), f"converged managed blocks differ from {path} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+def converge(start: str | None, intent: str, marking: str, hostname: str = "leaf1") -> tuple[Device, list[str]]:
+    dev = Device(DeviceInfo(hostname=hostname))
+    dev.boot(start)
+    commands = engine.plan(dev.body_text(dev.running), intent, marking)["commands"]
+    cli = dev.new_session()
+    for line in ["configure terminal", *commands, "end"]:
+        out = cli.handle(line)
+        assert not [o for o in out if o.startswith(("%", "ERROR"))], f"{line!r} rejected: {out}"
+    return dev, commands
+
+
+STARTS = {
+    "factory": None,
+    "role-v1": (FIXTURES / "start-role-v1.cfg").read_text(),
+    "stale": (FIXTURES / "start-stale.cfg").read_text(),
+    "converged": DEFAULT_INTENT,
+}
+
+
+@pytest.mark.parametrize("start", STARTS.values(), ids=STARTS.keys())
+def test_every_start_converges_to_the_golden_blocks(start):
+    dev, commands = converge(start, DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    again = engine.plan(dev.body_text(dev.running), DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    assert again["commands"] == [], "a second plan after the push is empty"
+    assert again["before"] == again["after"]
+    _golden("converged-default.cfg", again["before"])
+    if start == DEFAULT_INTENT:
+        assert commands == []
+
+
+def test_stale_lines_are_removed_and_foreign_lines_kept():
+    dev, commands = converge(STARTS["stale"], DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    # Each stale line inside a managed block goes with its `no` form.
+    for line in (
+        "no match dscp 24",
+        "no class OTHER",
+        "no class type network-qos c-8q-nq4",
+        "no random-detect minimum-threshold 100 kbytes maximum-threshold 2000 kbytes drop-probability 5 weight 0 ecn",
+        "no priority-flow-control mode on",  # Ethernet1/3 left the port list
+        "no service-policy type qos input ROCE_QOS_MARKING",
+    ):
+        assert line in commands, line
+    # Replaced values are sent once, without a `no` (NX-OS replaces them in place).
+    assert "bandwidth remaining percent 50" in commands and "no bandwidth remaining percent 60" not in commands
+    running = dev.body_text(dev.running)
+    assert "class-map type qos match-all ROCE\n  match dscp 26\nclass-map" in running
+    assert "class-map type qos match-all OTHER\n  match dscp 10\n" in running, "a foreign class-map stays"
+    assert "feature lldp" in running
+    assert (
+        "interface Ethernet1/1\n  description rack A node 1\n  priority-flow-control mode on\n  mtu 9216\n"
+        "  service-policy type qos input ROCE_QOS_MARKING\n  shutdown\n" in running
+    ), "user lines of a managed port (description, shutdown) stay"
+    assert "interface Ethernet1/3\n  description was a RoCE port\n  mtu 9216\n\n" in running
+
+
+def test_field_config_converges_in_place():
+    dev, commands = converge(FIELD_CONFIG.read_text(), FIELD_INTENT, "QOS_MARKING", hostname="field-leaf1")
+    nq = commands.index("policy-map type network-qos QOS_NETWORK")
+    assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
+    again = engine.plan(dev.body_text(dev.running), FIELD_INTENT, "QOS_MARKING")
+    assert again["commands"] == []
+    _golden("converged-field.cfg", again["before"])
+
+
+def test_diff_shows_before_and_after_of_the_managed_blocks():
+    planned = engine.plan(FIELD_CONFIG.read_text(), FIELD_INTENT, "QOS_MARKING")
+    diff = planned["unified_diff"]
+    assert diff.startswith("--- running-config\n+++ intended\n")
+    assert "-    mtu 2240\n" in diff and "+    mtu 9216\n" in diff
+    assert "+class-map type qos match-all CNP\n" in diff
+    assert "hostname" not in diff and "feature lldp" not in diff and "mgmt0" not in diff
+
+
+def test_match_type_change_is_refused_with_a_reason():
+    start = DEFAULT_INTENT.replace("match-all ROCE", "match-any ROCE")
+    with pytest.raises(ValueError, match="match type"):
+        engine.plan(start, DEFAULT_INTENT, "ROCE_QOS_MARKING")
