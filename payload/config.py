@@ -86,6 +86,10 @@ class TrainConfig:
     skip_optimizer: bool = False  # when resuming, load the weights but start with fresh optimizer state
     stop_after: int = 0  # end this launch after N steps with a checkpoint (0: run to max_steps)
     export_hf: bool = True  # write a Hugging Face model directory <out_dir>/hf_model at the end
+    eval_data: str = ""  # held-out corpus for validation instead of the tail of `data` (same tokenizer)
+    gate_max_val_loss: float = 0.0  # the run passes its gate only if the final val loss is at most this; 0: off
+    gate_baseline: str = ""  # a baseline run's result.json: the final val loss may not regress beyond ...
+    gate_max_regression: float = 0.02  # ... this fraction above the baseline's (0.02 = 2 % worse)
     peak_tflops: float = 0.0  # per-device peak for MFU; 0: detect from the device
 
     def validate(self) -> TrainConfig:
@@ -114,6 +118,8 @@ class TrainConfig:
         need(self.setup_timeout > 0 and math.isfinite(self.setup_timeout), "setup_timeout", "must be > 0 s")
         need(self.keep_ckpts >= 1, "keep_ckpts", "must be >= 1")
         need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
+        need(self.gate_max_val_loss >= 0, "gate_max_val_loss", "must be >= 0 (0: off)")
+        need(self.gate_max_regression >= 0, "gate_max_regression", "must be >= 0")
         if self.engine == "ddp":
             need(not self.ds_config and not self.offload_optimizer, "engine", "ds_* options need deepspeed")
         return self

@@ -183,9 +183,12 @@ class ShardBlocks:
         return rows[:, :-1], rows[:, 1:]
 
 
-def split_shards(n_shards: int, val_fraction: float, world_size: int) -> tuple[list[list[int]], list[int]]:
-    """(train shards per rank, validation shards): the last shards are held out, the rest dealt round-robin."""
-    n_val = max(1, round(n_shards * val_fraction))
+def split_shards(
+    n_shards: int, val_fraction: float, world_size: int, hold_out: bool = True
+) -> tuple[list[list[int]], list[int]]:
+    """(train shards per rank, validation shards): the last shards are held out (unless validation has a
+    corpus of its own), the rest dealt round-robin."""
+    n_val = max(1, round(n_shards * val_fraction)) if hold_out else 0
     n_train = n_shards - n_val
     if n_train < world_size:
         raise ShardError(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import platform
 import secrets
@@ -57,6 +58,7 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
 
 # E402: these imports need the sys.path line above when train.py runs as a script.
 from payload import data as D  # noqa: E402
+from payload import gate as G  # noqa: E402
 from payload import shards as S  # noqa: E402
 from payload.config import (  # noqa: E402
     CheckpointsConfig,
@@ -104,6 +106,8 @@ RESULT_KEYS = (
     "initial_val_loss",
     "final_train_loss",
     "final_val_loss",
+    "final_val_ppl",
+    "gate",
     "tokens_per_s",
     "tokens_per_s_per_rank",
     "mfu",
@@ -114,6 +118,10 @@ RESULT_KEYS = (
     "hostname",
     "versions",
 )
+
+
+def perplexity(loss: float) -> float:
+    return math.exp(min(loss, 700.0))  # a diverged run's loss must not overflow the report
 
 
 class RunError(RuntimeError):
@@ -269,14 +277,29 @@ class Trainer:
                 self.tok, tokens = self._prepare_data()
                 self.blocks = D.Blocks(tokens, cfg.block_size)
                 train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+                if cfg.eval_data:  # validation has its own corpus: train on all of this one
+                    train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
                 self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
                 self.log(
                     f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
                     f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
                 )
-            self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
         except (OSError, ValueError, KeyError) as e:  # a missing, empty or too small corpus
             raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        self.val_blocks = self.blocks
+        try:
+            if cfg.eval_data:
+                self.val_blocks = D.Blocks(self._cached_tokens("eval_data", self.tok), cfg.block_size)
+                val_ids = np.arange(self.val_blocks.n)
+                self.log(f"eval_data: {len(val_ids):,} val blocks of {cfg.block_size} from {cfg.eval_data}")
+            self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        except (OSError, ValueError, KeyError) as e:
+            raise RunError(f"--{'eval_data' if cfg.eval_data else 'data'}={cfg.eval_data or cfg.data}: {e}", 2) from e
+        try:
+            self.gate_baseline = G.read_baseline(cfg.gate_baseline) if cfg.gate_baseline else None
+        except (OSError, ValueError) as e:
+            raise RunError(f"--gate_baseline={cfg.gate_baseline}: {e}", 2) from e
+        self.gate = None  # the verdict, once a completed run has its final validation
 
         cuda = d.device.type == "cuda"
         self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
@@ -363,7 +386,7 @@ class Trainer:
 
     def _prepare_data(self):
         """Tokenizer from rank 0 to everyone; the packed token cache built once per node."""
-        cfg, d = self.cfg, self.dist
+        cfg = self.cfg
         tok_dir = self.out / "tokenizer"
         tok_json = [None]
         if self.master:
@@ -392,21 +415,27 @@ class Trainer:
         if self.writer:
             D.save_tokenizer(tok, tok_dir)
 
+        return tok, self._cached_tokens("data", tok)
+
+    def _cached_tokens(self, key: str, tok) -> np.ndarray:
+        """The packed token cache of corpus option `key` (data, eval_data), built once per node."""
+        cfg, d = self.cfg, self.dist
+        corpus = getattr(cfg, key)
         cache = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"
         if d.local_rank == 0:
             t0 = time.time()
-            path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)
-            self.log(f"data: token cache {path} ({time.time() - t0:.1f} s)")
+            path = D.tokenize_corpus(corpus, cfg.text_column, tok, cache)
+            self.log(f"{key}: token cache {path} ({time.time() - t0:.1f} s)")
         dist.barrier(group=self.setup)
         if d.local_rank != 0:
-            path = D.tokenize_corpus(cfg.data, cfg.text_column, tok, cache)  # finds the file just written
+            path = D.tokenize_corpus(corpus, cfg.text_column, tok, cache)  # finds the file just written
         tokens = D.load_tokens(path)
         lo, hi = self._all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX, self.setup)
         if -lo != hi:
             raise RuntimeError(
-                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --data the same on every node?"
+                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --{key} the same on every node?"
             )
-        return tok, tokens
+        return tokens
 
     def _prepare_shards(self):
         """A prepared shard directory: every rank checks its own shards (and the held-out ones) against the
@@ -414,7 +443,9 @@ class Trainer:
         cfg, d = self.cfg, self.dist
         manifest = S.read_manifest(cfg.data)
         self.blocks = S.ShardBlocks(cfg.data, manifest, cfg.block_size)
-        rank_shards, val_shards = S.split_shards(len(self.blocks.files), cfg.val_fraction, d.world_size)
+        rank_shards, val_shards = S.split_shards(
+            len(self.blocks.files), cfg.val_fraction, d.world_size, hold_out=not cfg.eval_data
+        )
         mine = [self.blocks.files[i] for i in rank_shards[d.rank] + val_shards]
         error = ""
         try:
@@ -430,7 +461,7 @@ class Trainer:
         if self.writer:
             D.save_tokenizer(tok, self.out / "tokenizer")
         self.sampler = S.RankShardSampler(self.blocks, rank_shards, cfg.batch_size, d.rank, cfg.seed)
-        val_ids = np.concatenate([self.blocks.shard_ids(i) for i in val_shards])
+        val_ids = np.concatenate([self.blocks.shard_ids(i) for i in val_shards] or [np.zeros(0, dtype=np.int64)])
         self.log(
             f"data: {self.blocks.tokens:,} tokens in {len(self.blocks.files)} verified shards -> "
             f"{len(val_shards)} held out ({len(val_ids):,} val blocks of {cfg.block_size}), the rest dealt to "
@@ -639,7 +670,7 @@ class Trainer:
         t0 = time.time()
         total = torch.zeros((), device=self.dist.device)
         for ids in self.val:
-            x, y = self.blocks.batch(ids)
+            x, y = self.val_blocks.batch(ids)
             total += self.engine.evaluate_loss(
                 torch.from_numpy(x).to(self.dist.device), torch.from_numpy(y).to(self.dist.device)
             )
@@ -647,8 +678,11 @@ class Trainer:
         self.val_step = self.step
         if self.val_loss_first is None:
             self.val_loss_first = self.val_loss
-        self.metrics.write(kind="eval", step=self.step, val_loss=round(self.val_loss, 5))
-        self.log(f"eval step {self.step}: val loss {self.val_loss:.4f} ({time.time() - t0:.1f} s)")
+        ppl = perplexity(self.val_loss)
+        self.metrics.write(kind="eval", step=self.step, val_loss=round(self.val_loss, 5), val_ppl=round(ppl, 3))
+        self.log(
+            f"eval step {self.step}: val loss {self.val_loss:.4f}, perplexity {ppl:.2f} ({time.time() - t0:.1f} s)"
+        )
         return self.val_loss
 
     def _on_signal(self, signum, frame) -> None:
@@ -677,6 +711,9 @@ class Trainer:
             status = "stopped"  # --stop_after: a checkpoint to continue from, not the end of the run
         if status != "terminated":
             self.evaluate()
+        if status == "completed":
+            self.gate = G.evaluate(self.val_loss, cfg.gate_max_val_loss, self.gate_baseline, cfg.gate_max_regression)
+            self.log(G.describe(self.gate))
         self._log_interval()
         ckpt = self.save_checkpoint() if self.step > self.start_step or self.resumed_from is None else None
         hf_dir = None
@@ -723,6 +760,8 @@ class Trainer:
             "initial_val_loss": self.val_loss_first,
             "final_train_loss": self.train_loss,
             "final_val_loss": self.val_loss,
+            "final_val_ppl": None if self.val_loss is None else perplexity(self.val_loss),
+            "gate": self.gate,
             "tokens_per_s": tps,
             "tokens_per_s_per_rank": tps / self.world if tps else None,
             "mfu": None if util is None or util != util else util,
