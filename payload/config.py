@@ -79,6 +79,7 @@ class TrainConfig:
     eval_interval: int = 100  # steps between validation passes (and one at the start and the end)
     eval_batches: int = 10  # micro-batches per rank in one validation pass
     log_interval: int = 10  # steps between metric lines
+    tensorboard: bool = True  # rank 0 also writes the metrics as TensorBoard event files to <out_dir>/tensorboard
     ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end (and on SIGTERM)
     keep_ckpts: int = 2  # checkpoints kept on disk
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one

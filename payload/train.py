@@ -209,13 +209,26 @@ class MetricsLog:
     """Append-only JSON lines shared by the ranks of a node: one os.write per line on an O_APPEND file,
     so lines from different ranks never interleave."""
 
-    def __init__(self, path: Path, rank: int):
+    def __init__(self, path: Path, rank: int, tensorboard: Path | None = None):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.rank = rank
+        self.tb = None
+        if tensorboard is not None:  # the same numbers as TensorBoard scalars (`train/loss`, `eval/val_ppl`, ...)
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(tensorboard), flush_secs=30)
 
     def write(self, **record) -> None:
         record = {"time": round(time.time(), 3), "rank": self.rank, **record}
         os.write(self.fd, (json.dumps(record) + "\n").encode())
+        if self.tb is not None and record["kind"] in ("train", "eval"):
+            for key, value in record.items():
+                if key not in ("time", "rank", "kind", "step") and isinstance(value, int | float):
+                    self.tb.add_scalar(f"{record['kind']}/{key}", value, record["step"], walltime=record["time"])
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -257,7 +270,8 @@ class Trainer:
         self.writer = self._choose_writers()
         if self.writer:
             _write_json(self.out / "config.json", to_dict(cfg))
-        self.metrics = MetricsLog(self.out / "metrics.jsonl", d.rank)
+        tb = self.out / "tensorboard" if cfg.tensorboard and self.master else None
+        self.metrics = MetricsLog(self.out / "metrics.jsonl", d.rank, tb)
         self.metrics.write(
             kind="start",
             pid=os.getpid(),
@@ -773,6 +787,7 @@ class Trainer:
             "versions": versions(),
         }
         self.metrics.write(kind="result", **{k: result[k] for k in ("status", "final_step", "final_val_loss")})
+        self.metrics.close()
         if self.writer:
             _write_json(self.out / "result.json", result)
 

@@ -1,4 +1,4 @@
-"""Validation perplexity, a held-out eval corpus, and the evaluation gate (pure table + one real run)."""
+"""Validation perplexity, a held-out eval corpus, TensorBoard events, and the evaluation gate."""
 
 from __future__ import annotations
 
@@ -70,6 +70,16 @@ def test_eval_corpus_perplexity_and_gate_verdicts(tmp_path, corpus, tokenizer_di
     assert math.isclose(result["final_val_ppl"], math.exp(result["final_val_loss"]), rel_tol=1e-9)
     evals = [r for r in read_jsonl(first / "metrics.jsonl") if r["kind"] == "eval"]
     assert evals and all(math.isclose(r["val_ppl"], math.exp(r["val_loss"]), rel_tol=1e-3) for r in evals)
+
+    # TensorBoard: the same numbers as scalars, readable by TensorBoard's own loader
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(first / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss_global", "train/lr", "train/tokens_per_s", "eval/val_loss", "eval/val_ppl"} <= tags, tags
+    assert [e.step for e in events.Scalars("eval/val_loss")] == [r["step"] for r in evals]
+    assert math.isclose(events.Scalars("eval/val_loss")[-1].value, evals[-1]["val_loss"], rel_tol=1e-5)
 
     # Same recipe, 2 steps instead of 8: its loss is clearly worse than the baseline's -> the gate fails,
     # the run itself still completed (exit 0): what to do with a failed gate is the launcher's decision.
