@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from payload import data as D
+
 FORMAT = "rdma-llm-shards/1"
 MANIFEST = "manifest.json"
 
@@ -79,8 +81,6 @@ def prepare(documents: Iterable[str], tok, out_dir: str | Path, shard_tokens: in
     """Tokenize `documents` into shards of `shard_tokens` ids under `out_dir`; returns the manifest.
 
     The manifest is written last (atomically), so a directory without one is an unfinished preparation."""
-    from payload import data as D
-
     if shard_tokens < 1024:
         raise ShardError(f"shard_tokens={shard_tokens}: must be >= 1024")
     out = Path(out_dir)
@@ -198,8 +198,8 @@ def split_shards(
     return [list(range(r, n_train, world_size)) for r in range(world_size)], list(range(n_train, n_shards))
 
 
-class RankShardSampler:
-    """Rank r's micro-batches from its own shards only; same interface as `data.ShardedSampler`.
+class RankShardSampler(D.ShardedSampler):
+    """Rank r's micro-batches from its own shards only; `next_ids` and the resume state as `ShardedSampler`.
 
     Each epoch is a permutation of the rank's blocks (seeded by seed, rank and epoch); every rank takes the
     same number of micro-batches per epoch (the smallest rank's), so all ranks step together."""
@@ -220,18 +220,3 @@ class RankShardSampler:
     def _epoch_order(self, epoch: int) -> np.ndarray:
         perm = np.random.default_rng([self.seed, self.rank, epoch]).permutation(self.block_ids)
         return perm[: self.batches_per_epoch * self.batch_size]
-
-    def next_ids(self) -> np.ndarray:
-        if self.pos == self.batches_per_epoch:
-            self.epoch, self.pos = self.epoch + 1, 0
-            self._order = self._epoch_order(self.epoch)
-        ids = self._order[self.pos * self.batch_size : (self.pos + 1) * self.batch_size]
-        self.pos += 1
-        return ids
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "pos": self.pos}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
-        self._order = self._epoch_order(self.epoch)
