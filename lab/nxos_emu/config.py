@@ -147,6 +147,8 @@ _CHILD_RANK = [
 
 
 def _child_rank(node: Node) -> int:
+    if node.text == "class class-default":
+        return len(_CHILD_RANK) + 1  # NX-OS keeps class-default last in a policy
     if node.children:
         return len(_CHILD_RANK)
     for rank, prefix in enumerate(_CHILD_RANK):

@@ -81,11 +81,12 @@ def test_stale_lines_are_removed_and_foreign_lines_kept():
     # Replaced values are sent once, without a `no` (NX-OS replaces them in place).
     assert "bandwidth remaining percent 50" in commands and "no bandwidth remaining percent 60" not in commands
     running = dev.body_text(dev.running)
-    assert "class-map type qos match-all ROCE\n  match dscp 26\nclass-map" in running
+    assert "class-map type qos match-any ROCE\n  match dscp 26\nclass-map" in running
     assert "class-map type qos match-all OTHER\n  match dscp 10\n" in running, "a foreign class-map stays"
     assert "feature lldp" in running
     assert (
-        "interface Ethernet1/1\n  description rack A node 1\n  priority-flow-control mode on\n  mtu 9216\n"
+        "interface Ethernet1/1\n  description rack A node 1\n  priority-flow-control mode on\n"
+        "  priority-flow-control watch-dog-interval on\n  mtu 9216\n"
         "  service-policy type qos input ROCE_QOS_MARKING\n  shutdown\n" in running
     ), "user lines of a managed port (description, shutdown) stay"
     assert "interface Ethernet1/3\n  description was a RoCE port\n  mtu 9216\n\n" in running
@@ -105,11 +106,20 @@ def test_diff_shows_before_and_after_of_the_managed_blocks():
     diff = planned["unified_diff"]
     assert diff.startswith("--- running-config\n+++ intended\n")
     assert "-    mtu 2240\n" in diff and "+    mtu 9216\n" in diff
-    assert "+class-map type qos match-all CNP\n" in diff
+    assert "-class-map type qos match-all RDMA\n" in diff and "+class-map type qos match-any CNP\n" in diff
     assert "hostname" not in diff and "feature lldp" not in diff and "mgmt0" not in diff
 
 
-def test_match_type_change_is_refused_with_a_reason():
-    start = DEFAULT_INTENT.replace("match-all ROCE", "match-any ROCE")
-    with pytest.raises(ValueError, match="match type"):
-        engine.plan(start, DEFAULT_INTENT, "ROCE_QOS_MARKING")
+def test_match_type_change_recreates_the_class_maps():
+    """role-v1 rendered match-all; NX-OS cannot change a class-map's type in place."""
+    dev, commands = converge(STARTS["role-v1"], DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    assert commands[:5] == [
+        "policy-map type qos ROCE_QOS_MARKING",
+        "no class ROCE",
+        "no class-map type qos match-all ROCE",
+        "policy-map type qos ROCE_QOS_MARKING",
+        "no class CNP",
+    ]
+    running = dev.body_text(dev.running)
+    assert "match-all" not in running
+    assert "  class ROCE\n    set qos-group 3\n  class CNP\n    set qos-group 7\n  class class-default\n" in running

@@ -118,7 +118,8 @@ def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switc
         "  service-policy type queuing output ROCE_QUEUING" in running
     )
     assert (
-        "interface Ethernet1/2\n  priority-flow-control mode on\n  mtu 9216\n"
+        "interface Ethernet1/2\n  priority-flow-control mode on\n  priority-flow-control watch-dog-interval on\n"
+        "  mtu 9216\n"
         "  service-policy type qos input ROCE_QOS_MARKING" in running
     )
     assert emulator.startup() == running, "saved to startup after the post-check"
@@ -194,7 +195,8 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     # Reported change: mtu replaced in place under the field's own class, new CNP class, attachments.
     nq = commands.index("policy-map type network-qos QOS_NETWORK")
     assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
-    assert "class-map type qos match-all CNP" in commands
+    assert "class-map type qos match-any CNP" in commands
+    assert commands[:3] == ["policy-map type qos QOS_MARKING", "no class RDMA", "no class-map type qos match-all RDMA"]
     assert "service-policy type network-qos QOS_NETWORK" in commands
     running = emu.running()
     assert "2240" not in running

@@ -156,38 +156,56 @@ def diff_children(
     return commands, after
 
 
+def _recreate_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[int, str]]:
+    """Commands that delete the class-maps whose match type differs from the intent (NX-OS cannot
+    change it in place) after taking their classes out of the qos policies that use them. `running`
+    is edited to match, so the rest of the plan re-creates the class-maps and re-adds the classes."""
+    commands: list[tuple[int, str]] = []
+    by_key = {key(n.line): n for n in running}
+    for want in intent:
+        have = by_key.get(key(want.line))
+        if not want.line.startswith("class-map ") or have is None or have.line == want.line:
+            continue
+        name = want.line.split()[-1]
+        for policy in running:
+            if not policy.line.startswith("policy-map type qos "):
+                continue
+            for cls in [c for c in policy.children if c.line == f"class {name}"]:
+                commands += [(0, policy.line), (1, f"no {cls.line}")]
+                policy.children.remove(cls)
+        commands.append((0, f"no {have.line}"))
+        running.remove(have)
+    return commands
+
+
 def plan(running_text: str, intent_text: str, marking_policy: str) -> dict:
+    original = {key(n.line): n for n in parse(running_text)}
     running = parse(running_text)
     intent = parse(intent_text)
+    commands = _recreate_class_maps(running, intent)
     by_key = {key(n.line): n for n in running}
-    commands: list[tuple[int, str]] = []
     before_nodes: list[Node] = []
     after_nodes: list[Node] = []
     for want in intent:
         have = by_key.get(key(want.line))
+        shown = original.get(key(want.line))  # the before view shows the switch as it was read
+        wanted_keys = {key(c.line) for c in want.children}
+        if shown is not None:
+            before = Node(shown.line)
+            before.children = [c for c in shown.children if _owned(shown.line, c.line, wanted_keys)]
+            before_nodes.append(before)
         if not want.children:
             if have is None or have.line != want.line:
                 commands.append((0, want.line))
-            if have is not None:
-                before_nodes.append(have)
             after_nodes.append(want)
             continue
         if have is None:
             commands += flatten(want)
             after_nodes.append(want)
             continue
-        if key(want.line) != want.line and have.line != want.line:
-            raise ValueError(
-                f"`{have.line}` exists on the switch; the intent wants `{want.line}`. NX-OS cannot change "
-                "a class-map's match type in place: remove it (and its uses) or keep its match type"
-            )
         sub, sub_after = diff_children(want.line, have.children, want.children)
         if sub:
             commands += [(0, want.line), *sub]
-        wanted_keys = {key(c.line) for c in want.children}
-        before = Node(have.line)
-        before.children = [c for c in have.children if _owned(have.line, c.line, wanted_keys)]
-        before_nodes.append(before)
         after = Node(want.line)
         after.children = [c for c in sub_after if _owned(want.line, c.line, wanted_keys)]
         after_nodes.append(after)

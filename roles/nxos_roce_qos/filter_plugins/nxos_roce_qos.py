@@ -121,10 +121,15 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
     marking = _block(tree, f"policy-map type qos {expected['marking_policy']}") or {}
     roce_set = f"set qos-group {nodrop}" in (marking.get(f"class {expected['roce_class']}") or {})
     cnp_set = f"set qos-group {cnp_group}" in (marking.get(f"class {expected['cnp_class']}") or {})
+    default_group = expected.get("default_qos_group")
+    default_set = default_group in (None, "") or f"set qos-group {int(default_group)}" in (
+        marking.get("class class-default") or {}
+    )
     check(
         "marking_policy",
-        roce_set and cnp_set,
-        f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}",
+        roce_set and cnp_set and default_set,
+        f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}"
+        + ("" if default_group in (None, "") else f", class-default -> qos-group {int(default_group)}"),
     )
 
     nq = (
@@ -178,16 +183,28 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         name = item["name"]
         block = _block(tree, f"interface {name}")
         if_mtu = int(item.get("mtu") or mtu)
+        mode = expected.get("pfc_mode", "on")
+        # `auto` is NX-OS's default: the running config shows no mode line then.
+        mode_ok = block is not None and (
+            f"priority-flow-control mode {mode}" in block
+            if mode != "auto"
+            else not any(line.startswith("priority-flow-control mode") for line in block)
+        )
+        watchdog_ok = not expected.get("pfc_watchdog_per_port") or (
+            block is not None and "priority-flow-control watch-dog-interval on" in block
+        )
         config_ok = (
-            block is not None
-            and "priority-flow-control mode on" in block
+            mode_ok
+            and watchdog_ok
             and (if_mtu == 1500 or f"mtu {if_mtu}" in block)
             and f"service-policy type qos input {expected['marking_policy']}" in block
         )
         check(
             f"interface_config {name}",
             config_ok,
-            f"{name}: PFC mode on, mtu {if_mtu}, input policy {expected['marking_policy']}",
+            f"{name}: PFC mode {mode}"
+            + (", PFC watchdog" if expected.get("pfc_watchdog_per_port") else "")
+            + f", mtu {if_mtu}, input policy {expected['marking_policy']}",
         )
         if pfc is None:
             continue

@@ -171,6 +171,16 @@ def nxos_roce_qos_validate(values):
     if len(names) == 2 and names[0] == names[1]:
         bad("nxos_roce_qos_cnp_class", "must differ from nxos_roce_qos_roce_class")
 
+    for var, choices in (
+        ("nxos_roce_qos_class_match", ("match-any", "match-all")),
+        ("nxos_roce_qos_pfc_mode", ("on", "auto")),
+    ):
+        if var in values and values[var] not in choices:
+            bad(var, f"must be one of {list(choices)}, got {values[var]!r}")
+    default_group = values.get("nxos_roce_qos_default_qos_group")
+    if default_group not in (None, "") and as_int(default_group, 0, 7) is None:
+        bad("nxos_roce_qos_default_qos_group", f"must be a qos-group 0-7 or null, got {default_group!r}")
+
     checkpoint = values.get("nxos_roce_qos_checkpoint_file", "bootflash:nxos_roce_qos.ckpt")
     if not isinstance(checkpoint, str) or not CHECKPOINT_RE.fullmatch(checkpoint):
         bad("nxos_roce_qos_checkpoint_file", f"must be bootflash:<name> ([A-Za-z0-9_.-]), got {checkpoint!r}")

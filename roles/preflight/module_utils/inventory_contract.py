@@ -234,6 +234,7 @@ VARIABLES: tuple[Var, ...] = (
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
+    Var("nxos_roce_qos_pfc_watchdog_per_port", SWITCHES, boolean()),
     Var("nxos_roce_qos_save", SWITCHES, boolean()),
     Var("nxos_roce_qos_backup", SWITCHES, boolean()),
 )
@@ -688,6 +689,9 @@ NXOS_RENDERED = (
     "nxos_roce_qos_queuing_policy",
     "nxos_roce_qos_checkpoint_file",
     "nxos_roce_qos_interfaces",
+    "nxos_roce_qos_class_match",
+    "nxos_roce_qos_default_qos_group",
+    "nxos_roce_qos_pfc_mode",
 )
 
 
