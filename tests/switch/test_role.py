@@ -234,3 +234,44 @@ def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emu
     assert "bootflash:nxos_roce_qos.ckpt" in warning["msg"]
     assert "service-policy type queuing output ROCE_QUEUING" in emu.running()
     assert list(emu.state()["files"]) == ["bootflash:nxos_roce_qos.ckpt"]
+
+
+def test_leaf_and_spine_converge_in_one_run_with_the_same_policy(start_emulator, tmp_path):
+    """A leaf (host ports + an uplink) and a spine (its downlink) from the same variables, in parallel."""
+    leaf = start_emulator(name="leaf", hostname="leaf1")
+    spine = start_emulator(name="spine", hostname="spine1")
+    inventory = write_inventory(
+        tmp_path / "fabric",
+        {
+            "leaf1": {
+                "ansible_host": "127.0.0.1",
+                "ansible_port": leaf.port,
+                "nxos_roce_qos_uplink_interfaces": [{"name": "Ethernet1/8", "description": "spine1 Ethernet1/1"}],
+            },
+            "spine1": {
+                "ansible_host": "127.0.0.1",
+                "ansible_port": spine.port,
+                "nxos_roce_qos_host_interfaces": [],
+                "nxos_roce_qos_uplink_interfaces": [{"name": "Ethernet1/1", "description": "leaf1 Ethernet1/8"}],
+            },
+        },
+    )
+    render = tmp_path / "render"
+    run = run_playbook(inventory, extra_vars={"nxos_roce_qos_render_dir": str(render)})
+    assert run.rc == 0, run.explain()
+    for host in ("leaf1", "spine1"):
+        result = run.fact(host, "nxos_roce_qos_result")
+        assert result["passed"] and result["changed"], (host, result)
+
+    def policy(host: str) -> str:  # the rendered policy without the comment header and the ports
+        text = (render / f"{host}.cfg").read_text()
+        return "\n".join(ln for ln in text.split("\ninterface ")[0].splitlines() if not ln.startswith("!"))
+
+    assert policy("leaf1") == policy("spine1"), "one policy from one set of variables"
+    leaf_running, spine_running = leaf.running(), spine.running()
+    for port in ("Ethernet1/1", "Ethernet1/2"):
+        assert f"interface {port}\n  priority-flow-control mode on\n" in leaf_running, port
+    assert "interface Ethernet1/8\n  description spine1 Ethernet1/1\n  priority-flow-control mode on\n" in leaf_running
+    assert "interface Ethernet1/1\n  description leaf1 Ethernet1/8\n  priority-flow-control mode on\n" in spine_running
+    assert "interface Ethernet1/2\n\n" in spine_running, "the spine has no host ports"
+    assert "service-policy type queuing output ROCE_QUEUING" in spine_running
