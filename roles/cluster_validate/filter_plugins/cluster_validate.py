@@ -456,6 +456,8 @@ def evaluate_path_mtu(results, hosts):
     checks = []
     for host in hosts:
         res = results.get(host) or {}
+        if res.get("error"):
+            checks.append(_check(host, "path mtu", "fail", res["error"]))
         for ping in res.get("pings") or []:
             checks.append(
                 _check(
@@ -467,7 +469,13 @@ def evaluate_path_mtu(results, hosts):
                     unit="bytes",
                 )
             )
-    bad_pairs = sorted({tuple(sorted((c["host"], c["check"].split()[-1]))) for c in checks if c["status"] == "fail"})
+    bad_pairs = sorted(
+        {
+            tuple(sorted((c["host"], c["check"].split()[-1])))
+            for c in checks
+            if c["status"] == "fail" and c["check"] != "path mtu"
+        }
+    )
     mtus = [r.get("mtu") for r in results.values() if r.get("mtu")]
     return _rung_from_checks(
         "path_mtu",
@@ -534,10 +542,13 @@ def evaluate_node_health(probes, expect):
                 unit="bytes",
             )
         )
-        rate = link_rate_gbps(nic.get("speed_mbps"))
+        # A virtual NIC (veth, bridge, tun: no device behind it) reports a nominal speed (veth says 10000 Mb/s
+        # whatever the path does): that is no line rate to hold a link to.
+        rate = None if nic.get("virtual") else link_rate_gbps(nic.get("speed_mbps"))
         speeds[host] = rate
         if rate is None:
-            why = f"virtual NIC ({nic.get('kind') or 'no PCI device'})" if nic.get("virtual") else "not reported"
+            nominal = f", its nominal {nic['speed_mbps']} Mb/s ignored" if nic.get("speed_mbps") else ""
+            why = f"virtual NIC (no device behind it{nominal})" if nic.get("virtual") else "not reported"
             checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
         else:
             checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
@@ -546,7 +557,18 @@ def evaluate_node_health(probes, expect):
         checks += _rdma_checks(host, want, probe, notes, speeds)
         checks += _module_checks(host, want, probe)
         checks += _gpu_checks(host, want, probe)
-    return _rung_from_checks("node_health", checks, unit=None, notes=notes, speeds=speeds)
+    good = [h for h in expect if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+    skipped = sorted({c["detail"].split(": ", 1)[-1] for c in checks if c["status"] == "skip"})
+    return _rung_from_checks(
+        "node_health",
+        checks,
+        value=len(good),
+        threshold=len(expect),
+        unit="hosts",
+        pass_reason=("skipped: " + "; ".join(skipped)) if skipped else None,
+        notes=notes,
+        speeds=speeds,
+    )
 
 
 def _rdma_checks(host, want, probe, notes, speeds):
@@ -581,7 +603,9 @@ def _rdma_checks(host, want, probe, notes, speeds):
         bound = [(d, p) for d in devices for p in d.get("ports") or []]
     for dev, port in bound:
         where = f"{dev['name']} port {port['port']}"
-        driver = dev.get("driver") or ""
+        driver = dev.get("driver") or (probe.get("rdma_drivers") or {}).get(dev["name"], {}).get("driver") or ""
+        if (probe.get("rdma_drivers") or {}).get(dev["name"], {}).get("sriov_vf"):
+            notes.append(f"{host}: {where} is an {SRIOV_NOTE}")
         vmware = devinfo.get(dev["name"], {}).get("vendor_id") == VMWARE_VENDOR_ID
         for key, note in VIRTUAL_RDMA.items():
             if dev["name"].startswith(key) or driver == key or (vmware and key == "vmw_pvrdma"):
@@ -844,6 +868,12 @@ def switch_counters(pfc_text, queuing_text):
     return ports
 
 
+def switch_counters_of(outputs):
+    """switch_counters() of nxos_command's stdout list [pfc text, queuing text of each port ...]."""
+    outputs = list(outputs or [])
+    return switch_counters(outputs[0] if outputs else "", "\n".join(outputs[1:]))
+
+
 def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None):
     """Switch rung: drops in the no-drop class must not grow across the stress rungs; pauses and ECN marks reported.
 
@@ -851,6 +881,8 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
     """
     if skip_reason:
         return make_rung("switch", "skip", reason=skip_reason)
+    if not any(k.startswith("drops_q") for ports in after.values() for c in ports.values() for k in c):
+        return make_rung("switch", "skip", reason="the switch printed no per-qos-group drop counters (show queuing)")
     port_hosts = port_hosts or {}
     checks = []
     deltas = {}
@@ -885,12 +917,12 @@ def evaluate_train(report, floor_tokens_per_s, skip_reason=None):
         return make_rung("train", "skip", reason=skip_reason, unit="tokens/s", threshold=floor_tokens_per_s)
     if not report:
         return make_rung("train", "fail", reason="the training run left no report", unit="tokens/s")
-    tps = report.get("tokens_per_s")
+    tps = report.get("tokens_per_s_median", report.get("tokens_per_s"))
     if report.get("outcome") != "completed":
         return make_rung(
             "train",
             "fail",
-            reason=f"training {report.get('outcome')}: {report.get('error')}",
+            reason=f"training {report.get('outcome')}: {report.get('error') or report.get('message')}",
             value=tps,
             threshold=floor_tokens_per_s,
             unit="tokens/s",
@@ -952,6 +984,106 @@ def skipped_after(names, failed_at):
     return [make_rung(n, "skip", reason=f"not run: the ladder stopped at the failing rung {failed_at}") for n in names]
 
 
+# ---------------------------------------------------------------------------------------------- plumbing
+
+
+def peer_args(addresses, me):
+    """`name=address,...` of every other node, for files/peer_ping.py."""
+    return ",".join(f"{h}={a}" for h, a in sorted(addresses.items()) if h != me)
+
+
+def rdma_endpoint(devices, ifname, address, link_layer="ethernet"):
+    """The RDMA device and GID index perftest must use for the fabric interface, or None.
+
+    RoCE: the port whose RoCE v2 GID is the fabric address mapped into IPv6 on `ifname`. InfiniBand: the
+    first ACTIVE port (perftest then addresses the peer by LID through its TCP exchange).
+    """
+    for dev in devices or []:
+        for port in dev.get("ports") or []:
+            if link_layer == "infiniband":
+                if "ACTIVE" in (port.get("state") or ""):
+                    return {"device": dev["name"], "port": port["port"], "gid_index": None}
+                continue
+            for gid in port.get("gids") or []:
+                if (
+                    gid.get("netdev") == ifname
+                    and address
+                    and gid.get("gid") == roce_gid_of(address)
+                    and "v2" in (gid.get("type") or "").lower()
+                ):
+                    return {"device": dev["name"], "port": port["port"], "gid_index": gid["index"]}
+    return None
+
+
+def measurements(raw, servers=None):
+    """Client results of files/pair_test.py -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
+
+    servers: {"<tool> <a> <b>": server-side result}, to say why a client could not connect.
+    """
+    out = []
+    for item in raw or []:
+        item = dict(item, server=(servers or {}).get(f"{item.get('tool')} {' '.join(item['pair'])}"))
+        res = item.get("out") or {}
+        tool, text = res.get("tool") or item.get("tool"), res.get("output") or ""
+        entry = {"pair": list(item["pair"]), "tool": tool, "gbps": None, "usec": None, "error": None}
+        if tool == "iperf3":
+            parsed = parse_iperf3(text)
+            entry["gbps"] = parsed.get("gbps")
+            entry["error"] = parsed.get("error")
+        elif tool == "ib_write_bw":
+            parsed = parse_perftest_bw(text)
+            entry["gbps"] = parsed["gbps"] if parsed else None
+        else:
+            parsed = parse_perftest_lat(text)
+            entry["usec"] = parsed["t_typical"] if parsed else None
+        if parsed is None or (entry["gbps"] is None and entry["usec"] is None and not entry["error"]):
+            lines = [line for line in text.strip().splitlines() if line.strip()]
+            entry["error"] = f"{tool} rc {res.get('rc')}: {lines[-1].strip() if lines else 'no output'}"[:300]
+        server = item.get("server") or {}
+        if entry["error"] and server.get("rc"):
+            lines = [line for line in (server.get("output") or "").strip().splitlines() if line.strip()]
+            entry["error"] += f"; server {item['pair'][1]}: {lines[-1].strip() if lines else 'rc ' + str(server['rc'])}"
+        out.append(entry)
+    return out
+
+
+def evaluate_host_errors(name, errors, hosts, pass_reason=None):
+    """A rung from per-host error messages ({host: message or ''}): pass when no host has one."""
+    checks = [_check(h, name, "fail" if errors.get(h) else "pass", errors.get(h) or "ok") for h in hosts]
+    return _rung_from_checks(name, checks, value=sum(1 for c in checks if c["status"] == "pass"), threshold=len(hosts),
+                             unit="hosts", pass_reason=pass_reason)  # fmt: skip
+
+
+def host_json(hostvars_of_host, register):
+    """The JSON a probe script printed on one host (its last `{...}` line), or {"error": ...}."""
+    res = hostvars_of_host.get(register) if hostvars_of_host else None
+    if not res:
+        return {"error": "not run (host failed earlier or is unreachable)"}
+    if res.get("unreachable"):
+        return {"error": f"unreachable: {res.get('msg', '')}"[:300]}
+    if res.get("skipped"):
+        return {"error": "skipped"}
+    lines = [line for line in (res.get("stdout") or "").splitlines() if line.startswith("{")]
+    if lines:
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            pass
+    text = (res.get("stderr") or res.get("msg") or "no output").strip().splitlines()
+    return {"error": f"rc {res.get('rc')}: {text[-1] if text else ''}"[:300]}
+
+
+def reach_result(hostvars_of_host):
+    """Reachability of one host: its SSH ping and its fabric pings to every peer."""
+    ping = hostvars_of_host.get("__cluster_validate_reg_ping") or {}
+    if not ping or ping.get("unreachable") or ping.get("failed"):
+        return {"unreachable": True, "msg": ping.get("msg", "no result")}
+    out = host_json(hostvars_of_host, "__cluster_validate_reg_fabric_ping")
+    if out.get("error"):
+        return {"unreachable": False, "pings": [{"peer": "-", "ok": False, "detail": out["error"]}]}
+    return {"unreachable": False, "pings": out.get("pings") or []}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -964,6 +1096,7 @@ class FilterModule:
             "cluster_validate_parse_perftest_lat": parse_perftest_lat,
             "cluster_validate_parse_iperf3": parse_iperf3,
             "cluster_validate_switch_counters": switch_counters,
+            "cluster_validate_switch_counters_of": switch_counters_of,
             "cluster_validate_reachability": evaluate_reachability,
             "cluster_validate_path_mtu": evaluate_path_mtu,
             "cluster_validate_node_health": evaluate_node_health,
@@ -974,4 +1107,10 @@ class FilterModule:
             "cluster_validate_train": evaluate_train,
             "cluster_validate_verdict": verdict,
             "cluster_validate_skipped_after": skipped_after,
+            "cluster_validate_peer_args": peer_args,
+            "cluster_validate_rdma_endpoint": rdma_endpoint,
+            "cluster_validate_measurements": measurements,
+            "cluster_validate_host_errors": evaluate_host_errors,
+            "cluster_validate_host_json": host_json,
+            "cluster_validate_reach_result": reach_result,
         }

@@ -1,0 +1,1 @@
+../../rdma_stack/library/rdma_sysfs_devices.py
