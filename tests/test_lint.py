@@ -44,3 +44,13 @@ def test_ruff_format() -> None:
     """One formatting for the whole repo: `ruff format .` leaves every file as it is."""
     proc = run(["ruff", "format", "--check", "."], timeout=300)
     assert proc.returncode == 0, tail(proc)
+
+
+def test_pytest_process_never_imports_ansible() -> None:
+    """Ansible replaces sys.intern when imported, and torch's compiler (which transformers imports) then fails
+    to import in the same process: tests load plugin logic from stdlib-only module_utils files instead, and
+    run ansible in subprocesses. Checked after collection, when every test module has been imported."""
+    import sys
+
+    assert type(sys.intern).__name__ == "builtin_function_or_method", "a test module imported ansible"
+    assert not [m for m in sys.modules if m == "ansible" or m.startswith("ansible.")]

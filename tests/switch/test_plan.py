@@ -1,4 +1,4 @@
-"""The diff engine (action_plugins/nxos_roce_qos_plan.py) against the emulator, in-process.
+"""The diff engine (module_utils/nxos_roce_qos_plan.py) against the emulator, in-process.
 
 From several starting configs (factory, the field switch, the role's previous output, a config with
 stale lines) the planned commands, typed into lab.nxos_emu as `nxos_config` sends them, take every
@@ -20,7 +20,7 @@ from tests.switch.conftest import FIELD_CONFIG, FIXTURES
 pytestmark = pytest.mark.switch
 
 _SPEC = importlib.util.spec_from_file_location(
-    "nxos_roce_qos_plan", ROOT / "roles" / "nxos_roce_qos" / "action_plugins" / "nxos_roce_qos_plan.py"
+    "nxos_roce_qos_plan", ROOT / "roles" / "nxos_roce_qos" / "module_utils" / "nxos_roce_qos_plan.py"
 )
 engine = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(engine)
