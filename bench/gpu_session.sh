@@ -11,3 +11,10 @@ for b in ${BATCHES:-32}; do
     timeout "${BENCH_TIMEOUT:-400}" python3 bench/bench_payload.py --gpu --cases="${CASES:-gpu-gpt2-1024}" --batch="$b" \
         --texts=data/texts --gpt2-bpe=data/gpt2 ${LOOPS:+--loops="$LOOPS"} ${VARIANTS:+--variants="$VARIANTS"} --json="$OUT/bench-b$b.json" 2>&1 | tee "$OUT/bench-b$b.log" | grep -v "^\[" | tail -40
 done
+if [ -n "${E2E:-}" ]; then  # the real command line end to end: train (defaults), then generate from the export
+    timeout 200 python3 payload/train.py --data=data/texts --tokenizer=data/gpt2 --model=gpt2 --block_size=1024 \
+        --batch_size=32 --max_steps=60 --warmup_steps=10 --eval_interval=0 --log_interval=20 --out_dir=/tmp/e2e 2>&1 |
+        grep -v "^\[" | tee "$OUT/e2e.log" | tail -20
+    timeout 60 python3 payload/train.py generate --out_dir=/tmp/e2e --prompt="ROMEO:" --max_new_tokens=30 2>&1 | tail -4
+    python3 -c "import json; r=json.load(open('/tmp/e2e/result.json')); print({k: r[k] for k in ('status','tokens_per_s','mfu','final_val_loss','device','dtype')})"
+fi

@@ -36,6 +36,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model": tuple(PRESETS),
     "compile": ("auto", "true", "false"),
     "model_impl": ("fast", "hf"),
+    "attn_backend": ("auto", "flash", "cudnn", "efficient", "math"),
 }
 # Keys that take true, false or auto: a bool (from a file, or an old saved config) means true or false.
 TRISTATE = ("compile",)
@@ -58,6 +59,7 @@ class TrainConfig:
     model_impl: str = "fast"  # fast: compact GPT-2 (SDPA, fused loss), HF state dict format | hf: GPT2LMHeadModel
     grad_checkpoint: bool = False  # activation checkpointing: recompute each block in backward (less memory)
     ce_chunk: int = 4096  # tokens per chunk of the fused output layer + loss (fast model); 0: whole logits
+    attn_backend: str = "auto"  # fast model's attention kernel: auto (torch picks), flash, cudnn, efficient, math
     # --- optimisation
     batch_size: int = 4  # micro-batch per rank
     grad_accum: int = 1  # micro-batches per optimizer step

@@ -55,10 +55,23 @@ class Conv1D(nn.Module):
         return F.linear(x, self.weight.t(), self.bias)
 
 
+def sdpa_backends(name: str):
+    """The scaled_dot_product_attention kernels to allow (None: torch's own choice)."""
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "auto": None,
+        "flash": [SDPBackend.FLASH_ATTENTION],
+        "cudnn": [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION],
+        "efficient": [SDPBackend.EFFICIENT_ATTENTION],
+        "math": [SDPBackend.MATH],
+    }[name]
+
+
 class Attention(nn.Module):
-    def __init__(self, d: int, n_head: int, dropout: float):
+    def __init__(self, d: int, n_head: int, dropout: float, backends=None):
         super().__init__()
-        self.n_head, self.dropout = n_head, dropout
+        self.n_head, self.dropout, self.backends = n_head, dropout, backends
         self.c_attn = Conv1D(d, 3 * d)  # fused q, k, v
         self.c_proj = Conv1D(d, d)
         self.resid_dropout = nn.Dropout(dropout)
@@ -67,7 +80,14 @@ class Attention(nn.Module):
         b, t, d = x.shape
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        p = self.dropout if self.training else 0.0
+        if self.backends is None:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:
+            from torch.nn.attention import sdpa_kernel
+
+            with sdpa_kernel(self.backends):
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(b, t, d)))
 
 
@@ -83,10 +103,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d: int, n_head: int, dropout: float, eps: float):
+    def __init__(self, d: int, n_head: int, dropout: float, eps: float, backends=None):
         super().__init__()
         self.ln_1 = nn.LayerNorm(d, eps=eps)
-        self.attn = Attention(d, n_head, dropout)
+        self.attn = Attention(d, n_head, dropout, backends)
         self.ln_2 = nn.LayerNorm(d, eps=eps)
         self.mlp = MLP(d, dropout)
 
@@ -98,7 +118,7 @@ class Block(nn.Module):
 class GPT2(nn.Module):
     """GPT-2 language model. `forward(ids)` gives logits; `forward(ids, targets)` gives the mean loss."""
 
-    def __init__(self, config, grad_checkpoint: bool = False, ce_chunk: int = 4096):
+    def __init__(self, config, grad_checkpoint: bool = False, ce_chunk: int = 4096, attn_backend: str = "auto"):
         super().__init__()
         self.config = config  # a transformers GPT2Config: kept for to_hf() and the model's description
         bad = unsupported(config)
@@ -112,7 +132,10 @@ class GPT2(nn.Module):
                 wte=nn.Embedding(self.padded_vocab, d),
                 wpe=nn.Embedding(config.n_positions, d),
                 drop=nn.Dropout(config.embd_pdrop),
-                h=nn.ModuleList(Block(d, config.n_head, p, config.layer_norm_epsilon) for _ in range(config.n_layer)),
+                h=nn.ModuleList(
+                    Block(d, config.n_head, p, config.layer_norm_epsilon, sdpa_backends(attn_backend))
+                    for _ in range(config.n_layer)
+                ),
                 ln_f=nn.LayerNorm(d, eps=config.layer_norm_epsilon),
             )
         )
@@ -199,9 +222,14 @@ def _ce_chunk(logits: torch.Tensor, targets: torch.Tensor, scale: float) -> tupl
     z = logits.float()
     lse = torch.logsumexp(z, dim=-1)
     loss = (lse - z.gather(1, targets[:, None]).squeeze(1)).sum()
-    # softmax - one_hot(targets), written pointwise so a compiler fuses it into one pass over the chunk
-    hit = torch.arange(z.size(1), device=z.device)[None, :] == targets[:, None]
-    grad = (torch.exp(z - lse[:, None]) - hit.to(z.dtype)) * scale
+    if torch.compiler.is_compiling():
+        # softmax - one_hot(targets), written pointwise so the compiler fuses it into one pass over the chunk
+        hit = torch.arange(z.size(1), device=z.device)[None, :] == targets[:, None]
+        grad = (torch.exp(z - lse[:, None]) - hit.to(z.dtype)) * scale
+    else:  # eager: in place, the one-hot touches one element per row
+        grad = z.sub(lse[:, None]).exp_()
+        grad[torch.arange(z.size(0), device=z.device), targets] -= 1.0
+        grad.mul_(scale)
     return loss, grad.to(logits.dtype)
 
 

@@ -52,18 +52,22 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
         else:
             from .gpt2 import GPT2
 
-            return GPT2(config, grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk)
+            return GPT2(config, **fast_options(cfg))
     if cfg.model_impl == "fast":
         from .gpt2 import GPT2, unsupported
 
         bad = unsupported(model.config)
         if not bad:
-            return GPT2.from_hf(model, grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk)
+            return GPT2.from_hf(model, **fast_options(cfg))
         log(f"model: {cfg.init_from} uses {', '.join(bad)}: training the Hugging Face module (model_impl=hf)")
     if cfg.grad_checkpoint:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False  # training: no key/value cache
     return model
+
+
+def fast_options(cfg: TrainConfig) -> dict:
+    return dict(grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk, attn_backend=cfg.attn_backend)
 
 
 def is_fast(model) -> bool:
