@@ -30,7 +30,7 @@ PRESETS: dict[str, dict[str, int]] = {
 }
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "engine": ("ddp", "deepspeed"),
+    "engine": ("ddp", "deepspeed", "fsdp"),
     "dtype": ("auto", "float32", "bfloat16"),
     "backend": ("auto", "nccl", "gloo"),
     "model": tuple(PRESETS),
@@ -76,7 +76,7 @@ class TrainConfig:
     seed: int = 1337  # each rank uses seed + rank
     threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
     # --- distributed engine
-    engine: str = "ddp"  # ddp | deepspeed
+    engine: str = "ddp"  # ddp | deepspeed | fsdp (FSDP2: sharded parameters, gradients, optimizer state)
     zero_stage: int = 1  # DeepSpeed ZeRO stage (1, 2, 3)
     offload_optimizer: bool = False  # DeepSpeed: keep optimizer state on the CPU
     ds_config: str = ""  # DeepSpeed JSON config file; empty: generated from the options above
@@ -130,7 +130,7 @@ class TrainConfig:
         need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
         need(self.gate_max_val_loss >= 0, "gate_max_val_loss", "must be >= 0 (0: off)")
         need(self.gate_max_regression >= 0, "gate_max_regression", "must be >= 0")
-        if self.engine == "ddp":
+        if self.engine != "deepspeed":
             need(not self.ds_config and not self.offload_optimizer, "engine", "ds_* options need deepspeed")
         return self
 

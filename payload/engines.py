@@ -234,3 +234,109 @@ def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None
     model = as_hf(model)
     model.tie_weights()
     model.save_pretrained(str(export_dir))
+
+
+class FSDPEngine:
+    """FSDP2 (torch.distributed.fsdp.fully_shard): parameters, gradients and optimizer state sharded over the
+    ranks, each transformer block its own unit (gathered for its forward and backward only). Checkpoints are
+    sharded too (torch.distributed.checkpoint: every rank writes its shard, no rank holds the whole model)."""
+
+    name = "fsdp"
+
+    def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        self.cfg, self.device = cfg, device
+        self.fast = is_fast(model)
+        model.to(device)
+        mesh = init_device_mesh(device.type, (world_size,))
+        # bf16 compute, fp32 master weights and gradient reduction (what autocast gives DDP)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+        opts = dict(mesh=mesh, mp_policy=mp) if mp else dict(mesh=mesh)
+        for block in model.transformer.h:
+            fully_shard(block, **opts)
+        fully_shard(model, **opts)  # the rest: embeddings (tied to the output layer), final norm
+        self.raw = model
+        self.compiled = use_compile(cfg, device)
+        self.model = torch.compile(model) if self.compiled else model
+        self.optimizer = torch.optim.AdamW(
+            param_groups(model, cfg.weight_decay),
+            lr=cfg.lr,
+            betas=(cfg.beta1, cfg.beta2),
+            fused=device.type == "cuda",
+        )
+
+    def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
+        # Gradients are reduce-scattered only on the last micro-batch of an optimizer step.
+        self.raw.set_requires_gradient_sync(boundary)
+        loss = model_loss(self.model, x, y, self.fast)
+        (loss / self.cfg.grad_accum).backward()
+        return loss.detach()
+
+    def step(self, lr: float | None) -> torch.Tensor:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor: the global norm
+        return norm.detach()
+
+    def current_lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    @torch.no_grad()
+    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.raw.eval()
+        loss = model_loss(self.raw, x, y, self.fast)
+        self.raw.train()
+        return loss
+
+    def _state(self) -> dict:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model, optim = get_state_dict(self.raw, self.optimizer)
+        return {"model": model, "optim": optim}
+
+    def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        dcp.save(self._state(), checkpoint_id=str(ckpt_dir / "dcp"))  # collective: every rank its shards
+        if writer:
+            (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+        state = self._state()
+        if not optimizer:  # --skip_optimizer: weights only, fresh optimizer state
+            del state["optim"]
+        dcp.load(state, checkpoint_id=str(ckpt_dir / "dcp"))
+        set_model_state_dict(self.raw, state["model"])
+        if optimizer:
+            set_optimizer_state_dict(self.raw, self.optimizer, state["optim"])
+        return json.loads((ckpt_dir / "trainer.json").read_text())
+
+    def export_hf(self, path: Path, writer: bool) -> None:
+        """The whole model gathered to rank 0's CPU (collective), saved in Hugging Face format."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        state = get_model_state_dict(self.raw, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if writer:
+            save_hf(self.raw, str(path), {k: v.float() for k, v in state.items()})
+
+
+def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
+    """Offline: merge an FSDP checkpoint's shards (torch.distributed.checkpoint, all on this disk) into `model`."""
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    with tempfile.TemporaryDirectory() as tmp:
+        whole = Path(tmp, "whole.pt")
+        dcp_to_torch_save(str(ckpt_dir / "dcp"), str(whole))
+        state = torch.load(whole, map_location="cpu", weights_only=False)["model"]
+    model.load_state_dict(state)
+    save_hf(model, str(export_dir))

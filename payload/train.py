@@ -350,9 +350,10 @@ class Trainer:
                 model, cfg, d.device, d.world_size, self.bf16, node_local_ckpt=not self.shared
             )
         else:
-            from payload.engines import DDPEngine
+            from payload.engines import DDPEngine, FSDPEngine
 
-            self.engine = DDPEngine(model, cfg, d.device, d.world_size, self.bf16)
+            engine = FSDPEngine if cfg.engine == "fsdp" else DDPEngine
+            self.engine = engine(model, cfg, d.device, d.world_size, self.bf16)
             self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'} (--compile={cfg.compile})")
 
         self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
@@ -898,7 +899,9 @@ def load_for_inference(out_dir: str):
     ckpt = _latest_checkpoint(out)
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     if not (ckpt / "model.pt").exists():
-        raise FileNotFoundError(f"{ckpt} is a DeepSpeed checkpoint: run `train.py export --out_dir={out}` first")
+        raise FileNotFoundError(
+            f"{ckpt} is a sharded (DeepSpeed or FSDP) checkpoint: generate reads the run's hf_model export"
+        )
     cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
     cfg.init_from = ""  # the checkpoint has the weights
     model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
@@ -929,12 +932,12 @@ def generate(cfg: GenerateConfig) -> int:
 
 
 def export(cfg: ExportConfig) -> int:
-    """Consolidate the latest DeepSpeed checkpoint (all ZeRO partitions on this disk) into a HF directory."""
+    """Consolidate the latest DeepSpeed or FSDP checkpoint (all shards on this disk) into a HF directory."""
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from transformers import AutoTokenizer
 
-    from payload.engines import export_deepspeed_checkpoint
+    from payload.engines import export_deepspeed_checkpoint, export_fsdp_checkpoint
 
     out = Path(cfg.out_dir)
     ckpt = _latest_checkpoint(out)
@@ -943,7 +946,7 @@ def export(cfg: ExportConfig) -> int:
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
     target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model"
-    export_deepspeed_checkpoint(ckpt, model, target)
+    (export_fsdp_checkpoint if (ckpt / "dcp").is_dir() else export_deepspeed_checkpoint)(ckpt, model, target)
     tok.save_pretrained(str(target))
     print(f"exported {ckpt} -> {target}")
     return 0

@@ -43,7 +43,7 @@ def test_config_defaults_overrides_and_file(tmp_path):
         (["--data=x", "--resume=maybe"], "expected true or false"),
         (["--data=x", "--model_impl=jax"], "must be one of fast, hf"),
         (["--data=x", "--ce_chunk=-1"], "must be >= 0"),
-        (["--data=x", "--engine=fsdp"], "must be one of ddp, deepspeed"),
+        (["--data=x", "--engine=megatron"], "must be one of ddp, deepspeed, fsdp"),
         (["--data=x", "--model=gpt5"], "must be one of tiny"),
         (["--data=x", "--zero_stage=4"], "must be 1, 2 or 3"),
         (["--data=x", "--warmup_steps=500", "--max_steps=100"], "must be <= max_steps"),
