@@ -207,6 +207,13 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _duration(seconds: float) -> str:
+    """ETA as h:mm:ss (or m:ss under an hour)."""
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
 class MetricsLog:
     """Append-only JSON lines shared by the ranks of a node: one os.write per line on an O_APPEND file,
     so lines from different ranks never interleave."""
@@ -693,6 +700,7 @@ class Trainer:
         comm = (sum(c for c, _ in iv["comm"]) / sum(t for _, t in iv["comm"])) if iv["comm"] else None
         lr = self.engine.current_lr()
         norm = float(iv["norm"])  # a device tensor: read once per interval, the step never waits for it
+        eta_s = (cfg.max_steps - self.step) * step_ms / 1000  # from this interval's measured step time
         self.metrics.write(
             kind="train",
             step=self.step,
@@ -706,9 +714,11 @@ class Trainer:
             mfu=None if util != util else round(util, 5),
             comm_share=None if comm is None else round(comm, 4),
             tokens_seen=self.tokens_seen,
+            eta_s=round(eta_s, 1),
         )
         self.log(
-            f"step {self.step:>6}/{cfg.max_steps} | loss {self.train_loss:.4f} | lr {lr:.2e} | "
+            f"step {self.step:>6}/{cfg.max_steps} ({self.step / cfg.max_steps:4.0%}) eta {_duration(eta_s)} | "
+            f"loss {self.train_loss:.4f} | lr {lr:.2e} | "
             f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
             f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}"
         )

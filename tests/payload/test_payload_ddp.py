@@ -43,7 +43,8 @@ def test_ddp_two_ranks_learn_and_write_metrics(straight_run):
     for key in ("loss", "loss_global", "lr", "step_ms", "tokens_per_s", "tokens_per_s_per_rank", "mfu"):
         assert isinstance(first[key], float), key
     assert first["comm_share"] is not None  # grad_accum=2: sync vs no_sync micro-batch is measurable
-    assert "step     16/16 | loss" in log and "tok/s" in log and "mfu" in log
+    assert "step     16/16 (100%) eta 0:00 | loss" in log and "tok/s" in log and "mfu" in log
+    assert "step      8/16 ( 50%) eta " in log and first["eta_s"] > 0  # from the measured step time
 
     config = json.loads((out / "config.json").read_text())
     assert config["engine"] == "ddp" and config["block_size"] == 64
