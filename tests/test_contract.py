@@ -58,6 +58,8 @@ def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
         "rdma_modules_list": ["ib_umad", "ib_core", "rdma_cm"],
         "rdma_stack_opensm_priority": 15,
         "rdma_stack_opensm_ports": "ALL",
+        "rdma_netplan_connect_timeout": 60,
+        "rdma_netplan_revert_after": 180,
         **kw,
     }
 
@@ -367,6 +369,11 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         "opensm-ports-bad",
         setv("n1", "rdma_stack_opensm_ports", ["0x12"]),
         ["n1: rdma_stack_opensm_ports must be ALL or a list of 0x<16 hex digits> port GUIDs (got ['0x12'])"],
+    ),
+    (
+        "netplan-revert-before-reconnect",
+        setv("n1", "rdma_netplan_revert_after", 60),
+        ["n1: rdma_netplan_revert_after 60 must exceed rdma_netplan_connect_timeout (60) or be 0 (off)"],
     ),
     (
         "switch-port-mtu-below-host",

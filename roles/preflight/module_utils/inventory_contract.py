@@ -209,6 +209,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("rdma_netplan_check_peers", NODES, boolean()),
     Var("rdma_netplan_connect_timeout", NODES, integer(1)),
     Var("rdma_netplan_check_retries", NODES, integer(1)),
+    Var("rdma_netplan_revert_after", NODES, integer(0)),
     # rdma_modules
     Var("rdma_modules_list", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"), True)),
     Var(
@@ -617,6 +618,20 @@ def peers_reachable(inv: Inventory) -> Iterator[Problem]:
                     f"reaches no subnet or route holding {peer}'s fabric address {fa.ip}: put it on a shared subnet "
                     "or add a route",
                 )
+
+
+@rule
+def netplan_revert_after_connect(inv: Inventory) -> Iterator[Problem]:
+    """The host must not revert a good change while the controller may still be reconnecting."""
+    for host in inv.members(NODES):
+        after = as_int(inv.get(host, "rdma_netplan_revert_after"))
+        wait = as_int(inv.get(host, "rdma_netplan_connect_timeout"))
+        if after and wait and after <= wait:
+            yield Problem(
+                host,
+                "rdma_netplan_revert_after",
+                f"{after} must exceed rdma_netplan_connect_timeout ({wait}) or be 0 (off)",
+            )
 
 
 @rule
