@@ -81,7 +81,7 @@ class TrainConfig:
     offload_optimizer: bool = False  # DeepSpeed: keep optimizer state on the CPU
     ds_config: str = ""  # DeepSpeed JSON config file; empty: generated from the options above
     backend: str = "auto"  # auto: nccl on GPUs, gloo on CPU
-    pg_timeout: float = 600.0  # seconds a training collective may wait for a peer before the job fails
+    pg_timeout: float = 90.0  # seconds a training collective may wait for a peer before the job fails (< 2 min)
     setup_timeout: float = 1800.0  # the same while ranks wait for tokenizer training / corpus tokenizing
     # --- evaluation, logging, checkpoints
     val_fraction: float = 0.05  # tail of the corpus held out for validation

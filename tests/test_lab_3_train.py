@@ -20,14 +20,13 @@ pytestmark = pytest.mark.lab
 
 ARTIFACTS = ROOT / "artifacts"
 # Small steps so a run takes about a minute on 2 shared cores.
-SMALL_ARGS = "--batch_size=8 --block_size=64 --eval_interval=10 --eval_batches=4 --log_interval=5"
-COMMON = ["-e", "model=tiny", "-e", "deadline=900", "-e", json.dumps({"args": SMALL_ARGS})]
+SMALL = {"batch_size": 8, "block_size": 64, "eval_interval": 10, "eval_batches": 4, "log_interval": 5}
+COMMON = ["-e", "model=tiny", "-e", "deadline=900"]
+KILL = {**SMALL, "eval_interval": 100, "ckpt_interval": 10, "pg_timeout": 60}
 
 
-KILL_ARGS = (
-    "--batch_size=8 --block_size=64 --eval_interval=100 --eval_batches=4 --log_interval=5 "
-    "--ckpt_interval=10 --pg_timeout=60"
-)
+def payload(values: dict) -> list[str]:
+    return ["-e", json.dumps({"train_launch_payload": values})]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +78,9 @@ def no_training_processes(hosts: list[str]) -> None:
 @pytest.mark.parametrize("engine", ["ddp", "deepspeed"])
 def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) -> None:
     run_id = f"e2e-{engine}-{int(time.time())}"
-    proc = train("-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}")
+    proc = train(
+        "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL)
+    )
     assert proc.returncode == 0, tail(proc)
     assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
     hosts = lab_cluster["hosts"]
@@ -104,8 +105,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         "steps=600",
         "-e",
         f"run_id={run_id}",
-        "-e",
-        json.dumps({"args": KILL_ARGS}),
+        *payload(KILL),
     ]
     cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *args]
     play = subprocess.Popen(
@@ -129,12 +129,12 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
                 if steps and max(steps) >= 15:
                     victim = host
         assert victim, "rank 1 never reached step 15"
-        pgids = ssh(victim, "cat", f"{run_dir}/job.pgids").stdout.split()
-        launcher = ssh(victim, "cat", f"{run_dir}/job.pgid").stdout.strip()
-        workers = [g for g in pgids if g != launcher]
-        assert workers, f"no worker group recorded on {victim}: {pgids}"
+        # torchrun is the unit's main process; its children are the workers (the ranks).
+        main_pid = ssh(victim, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
+        workers = ssh(victim, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
+        assert workers, f"no worker under torchrun {main_pid} on {victim}"
         t_kill = time.monotonic()
-        ssh(victim, "kill", "-KILL", *[f"-{g}" for g in workers])
+        ssh(victim, "kill", "-KILL", *workers)
         out, _ = play.communicate(timeout=300)
         took = time.monotonic() - t_kill
     finally:
@@ -145,9 +145,17 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
             play.wait(30)
     assert play.returncode != 0, out[-4000:]
     assert took < 180, f"the playbook took {took:.0f} s to fail after the kill"
-    assert f"run {run_id} failed" in " ".join(out.split()), out[-4000:]
+    flat = " ".join(out.split())
+    assert f"run {run_id} failed" in flat, out[-4000:]
+    # The message names the host where the failure started and how its rank ended, and how to resume.
+    assert f"job failed on {victim}: torchrun exit code" in flat, out[-4000:]
+    assert "-e resume=true" in flat, out[-4000:]
+    assert "saving and exporting" not in flat, out[-4000:]
     for host in hosts:
         assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").exists(), f"no log from {host}"
+        assert "train-" in (ARTIFACTS / run_id / host / "logs" / "unit.log").read_text(), f"no journal from {host}"
+    failed_manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
+    assert failed_manifest["first_failed_host"] == victim
     no_training_processes(hosts)
 
     proc = train(
@@ -161,13 +169,15 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         f"run_id={run_id}",
         "-e",
         "resume=true",
-        "-e",
-        json.dumps({"args": KILL_ARGS}),
+        *payload(KILL),
     )
     assert proc.returncode == 0, tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
     assert manifest["resumed_from"].startswith("step_")
+    # Each launch keeps its own manifest: the failed one is still there.
+    launches = sorted((ARTIFACTS / run_id).glob("manifest-*.json"))
+    assert [json.loads(p.read_text())["outcome"] for p in launches] == ["failed", "completed"], launches
     results = [
         json.loads((ARTIFACTS / run_id / h / "out" / "result.json").read_text())
         for h in hosts

@@ -1,0 +1,165 @@
+"""Watch one host's share of a training job (its transient systemd unit) until it ends, a peer's ends badly,
+the host is lost, or the deadline passes. One bounded poll loop; never fails the task itself: the outcome is
+decided afterwards for all hosts at once (filter train_launch_job_outcome).
+
+Hosts tell each other through files on the controller (`signal_dir/<host>.json`): a unit that failed on one
+host (or a host lost for `lost_after` seconds) ends the watch everywhere at the next poll, so the role stops
+the survivors at once instead of waiting for their collective timeout. The host that prints progress
+(`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import time
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+display = Display()
+
+_spec = importlib.util.spec_from_file_location(
+    "train_launch_filters", os.path.join(os.path.dirname(__file__), "..", "filter_plugins", "train_launch.py")
+)
+filters = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(filters)
+
+PROPS = "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainExitTimestamp,NRestarts"
+
+
+def unit_state(props: dict[str, str]) -> str:
+    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit)."""
+    if props.get("LoadState") == "not-found":
+        return "missing"
+    active = props.get("ActiveState")
+    if active == "failed":
+        return "failed"
+    if active == "active" and props.get("SubState") == "exited":
+        return "completed"
+    if active in ("active", "activating", "deactivating", "reloading"):
+        return "running"
+    return "stopped"
+
+
+def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None]:
+    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics."""
+    props_text, _, rest = stdout.partition("@@link\n")
+    link, _, metrics_text = rest.partition("@@metrics\n")
+    props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
+    metrics = None
+    for line in metrics_text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("rank") == 0:
+            metrics = record
+    return props, link.strip(), metrics
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+
+    def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None]:
+        script = (
+            f"systemctl show {shlex.quote(args['unit'])} --timestamp=unix -p {PROPS}; echo @@link; "
+            f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
+            f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; true"
+        )
+        result = self._execute_module(
+            module_name="ansible.builtin.command",
+            module_args={"argv": ["sh", "-c", script]},
+            task_vars=task_vars,
+        )
+        if result.get("unreachable"):
+            raise AnsibleConnectionFailure(result.get("msg", "unreachable"))
+        if result.get("rc", 1) != 0:
+            raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
+        return parse_poll(result.get("stdout", ""))
+
+    def _signal(self, signal_dir: str, host: str, payload: dict) -> None:
+        os.makedirs(signal_dir, exist_ok=True)
+        tmp = os.path.join(signal_dir, f".{host}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f)
+        os.replace(tmp, os.path.join(signal_dir, f"{host}.json"))
+
+    @staticmethod
+    def _peer_records(signal_dir: str) -> dict[str, dict]:
+        """host -> record of every host whose unit has ended (or that was lost)."""
+        out = {}
+        try:
+            names = sorted(os.listdir(signal_dir))
+        except OSError:
+            return out
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(signal_dir, name), encoding="utf-8") as f:
+                    out[name[: -len(".json")]] = json.load(f)
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        host = task_vars["inventory_hostname"]
+        deadline, interval = float(args["deadline"]), float(args.get("poll_interval", 10))
+        lost_after, launched = float(args.get("lost_after", 30)), float(args["launched"])
+        signal_dir, progress = args["signal_dir"], bool(args.get("progress", False))
+        job = {"host": host, "state": "running", "unit": {}, "ended": None, "why": "", "link_down_at": None}
+        last_contact, polls, timed_out, peer = time.time(), 0, False, None
+        link_grace = float(args.get("link_grace", 45))
+        while True:
+            polls += 1
+            try:
+                props, link, metrics = self._poll(args, task_vars)
+                last_contact = time.time()
+                job["unit"] = props
+                job["state"] = unit_state(props)
+                if link and link not in ("up", "unknown"):
+                    if job["link_down_at"] is None:
+                        job["link_down_at"] = time.time()
+                    job["why"] = (
+                        f"fabric link {args['fabric_if']} {link} since {time.time() - job['link_down_at']:.0f} s"
+                    )
+                else:
+                    job["link_down_at"] = None
+                if progress:
+                    job["metrics"] = metrics
+                    ended = len(self._peer_records(signal_dir)) + int(job["state"] != "running")
+                    hosts = int(args.get("hosts", 1))
+                    elapsed = time.time() - launched
+                    display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
+            except (AnsibleConnectionFailure, AnsibleError) as e:
+                if time.time() - last_contact > lost_after:
+                    job.update(state="unreachable", why=f"unreachable for {lost_after:.0f} s ({str(e)[:200]})")
+            if job["state"] == "running" and job["link_down_at"] and time.time() - job["link_down_at"] > link_grace:
+                # The collective would hang until its timeout: end the watch now, the role stops the job.
+                job["state"] = "failed"
+            if job["state"] != "running":
+                stamp = job["unit"].get("ExecMainExitTimestamp", "").lstrip("@")
+                job["ended"] = float(stamp) if stamp.replace(".", "").isdigit() else time.time()
+                if job["link_down_at"] is not None:
+                    job["ended"] = min(job["ended"], job["link_down_at"])
+                self._signal(signal_dir, host, job)
+                break
+            peers = [
+                r for h, r in self._peer_records(signal_dir).items() if h != host and r.get("state") != "completed"
+            ]
+            if peers:
+                peer = peers[0]["host"]
+                break
+            if time.time() > deadline:
+                timed_out = True
+                break
+            time.sleep(interval)
+        result.update(job=job, polls=polls, timed_out=timed_out, peer_failed=peer, changed=False)
+        return result

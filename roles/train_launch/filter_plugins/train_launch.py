@@ -1,0 +1,211 @@
+"""Decisions of the train_launch role as pure functions (tested in tests/test_train_launch_filters.py).
+
+rank order, the payload config (validated by the payload's own payload/config.py), the NCCL/gloo
+environment, the job outcome from the units' status, the progress line and the manifest's node entries.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import sys
+from typing import Any
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # the pure functions are usable without Ansible
+
+    class AnsibleFilterError(Exception):  # type: ignore[no-redef]
+        pass
+
+
+# Payload keys the role sets itself from its own variables (staged paths, the run directory).
+ROLE_KEYS = {
+    "data": "train_launch_data or train_launch_data_on_hosts",
+    "out_dir": "train_launch_root (the run directory)",
+}
+
+_CONFIG_MODULES: dict[str, Any] = {}
+
+
+def _payload_config(payload_src: str):
+    """Import payload/config.py (stdlib only) from the payload the role is about to stage."""
+    path = os.path.join(os.path.realpath(payload_src), "config.py")
+    if path not in _CONFIG_MODULES:
+        if not os.path.isfile(path):
+            raise AnsibleFilterError(f"train_launch_payload_src: no payload config at {path}")
+        spec = importlib.util.spec_from_file_location("train_launch_payload_config", path)
+        module = importlib.util.module_from_spec(spec)
+        # dataclasses look the module up by name while the class is built.
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        _CONFIG_MODULES[path] = module
+    return _CONFIG_MODULES[path]
+
+
+def rank_order(hosts: list[str], ranks: dict[str, Any]) -> list[str]:
+    """Hosts sorted by node rank: `ranks[host]` (cluster_node_rank) where set, else the position in `hosts`."""
+    ranked = []
+    for index, host in enumerate(hosts):
+        value = ranks.get(host)
+        try:
+            rank = index if value is None or value == "" else int(value)
+        except (TypeError, ValueError) as e:
+            raise AnsibleFilterError(f"{host}: cluster_node_rank={value!r} is not an integer") from e
+        ranked.append((rank, host))
+    ranked.sort()
+    got = [r for r, _ in ranked]
+    if got != list(range(len(hosts))):
+        listed = ", ".join(f"{h}={r}" for r, h in ranked)
+        raise AnsibleFilterError(
+            f"node ranks must be 0..{len(hosts) - 1}, each once, for the hosts of this launch; got {listed}"
+            " (cluster_node_rank from the inventory, else the position in the group)"
+        )
+    return [h for _, h in ranked]
+
+
+def payload_config(
+    payload: dict[str, Any] | None, overrides: dict[str, Any] | None, payload_src: str, role_values: dict[str, Any]
+) -> dict[str, Any]:
+    """The payload's run config: `payload` < `overrides` (short extra-vars, None = not given) < role values.
+
+    Validated by payload/config.py exactly as the payload will read it (unknown keys, types, choices, ranges),
+    so a bad value fails on the controller with the payload's own message. Returns only the keys given (with
+    the payload's types): every default stays in payload/config.py. A `model` that is no preset but a path
+    becomes `init_from` (a local Hugging Face directory)."""
+    cfg = _payload_config(payload_src)
+    if payload is not None and not isinstance(payload, dict):
+        raise AnsibleFilterError(f"train_launch_payload must be a mapping of payload keys, got {payload!r}")
+    values = dict(payload or {})
+    for key in ROLE_KEYS:
+        if key in values:
+            raise AnsibleFilterError(f"train_launch_payload: {key!r} is set by the role; use {ROLE_KEYS[key]}")
+    for key, value in (overrides or {}).items():
+        if value is None or value == "":
+            continue
+        if key == "model" and str(value) not in cfg.PRESETS and ("/" in str(value) or str(value).startswith(".")):
+            values.pop("model", None)
+            key = "init_from"
+        values[key] = value
+    values.update(role_values)
+    out = {}
+    try:
+        for key, value in values.items():
+            cfg._check_key(cfg.TrainConfig, key, "train_launch_payload")
+            out[key] = cfg._coerce(cfg.TrainConfig, key, value, "train_launch_payload")
+        cfg.TrainConfig(**out).validate()
+    except cfg.ConfigError as e:
+        raise AnsibleFilterError(f"payload config rejected: {e}") from e
+    return out
+
+
+def payload_default(payload_src: str, key: str) -> Any:
+    """A payload default, read from payload/config.py (for the role's own limits and progress)."""
+    cfg = _payload_config(payload_src)
+    return getattr(cfg.TrainConfig(), key)
+
+
+def nccl_env(
+    fabric_if: str,
+    rdma: dict[str, Any],
+    threads: int,
+    gpus: int,
+    qos_env: dict[str, Any] | None = None,
+    allow_tcp: bool = False,
+    host: str = "",
+) -> dict[str, str]:
+    """Environment of the job on one host.
+
+    `rdma` is what files/rdma_env.py found for the fabric interface: an RDMA device present but no GID carrying
+    the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails unless the
+    user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env, NCCL_IB_TC ...)."""
+    env = {
+        "GLOO_SOCKET_IFNAME": fabric_if,
+        "NCCL_SOCKET_IFNAME": fabric_if,
+        # Reliable restarts of the c10d rendezvous (the shared TCP store broke 2 of 5 restarts in the lab).
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "OMP_NUM_THREADS": str(max(int(threads), 1)),
+        "PYTHONUNBUFFERED": "1",
+    }
+    devices = rdma.get("devices") or []
+    if rdma.get("hca"):
+        env["NCCL_IB_HCA"] = f"{rdma['hca']}:{rdma['port']}"
+        if rdma.get("gid_index") is not None:
+            env["NCCL_IB_GID_INDEX"] = str(rdma["gid_index"])
+        for key, value in (qos_env or {}).items():
+            env[str(key)] = str(value)
+    elif devices and not allow_tcp:
+        raise AnsibleFilterError(
+            f"{host}: {rdma.get('note', 'no RDMA GID carries the fabric address')}; NCCL would fall back to TCP. "
+            "Fix the fabric address / RoCE GID table (show_gids), or set train_launch_allow_tcp=true to train over TCP"
+        )
+    else:
+        env["NCCL_IB_DISABLE"] = "1"
+    if int(gpus) == 0:
+        env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+def _exit_text(unit: dict[str, Any]) -> str:
+    code, status = unit.get("ExecMainCode", ""), str(unit.get("ExecMainStatus", ""))
+    if code in ("2", "killed") or unit.get("Result") == "signal":
+        return f"killed by signal {status}"
+    if code in ("3", "dumped") or unit.get("Result") == "core-dump":
+        return f"dumped core (signal {status})"
+    return f"exit code {status}"
+
+
+def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) -> dict[str, Any]:
+    """Outcome of the job from each host's watch result (unit status as systemd reports it).
+
+    A job failed where a unit failed or a host was lost; the message names the host where it started first
+    (earliest exit), not the survivors that failed after it. Each job entry: `state` (running, completed,
+    failed, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`."""
+    failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing")}
+    if failed:
+        order = sorted(failed.items(), key=lambda hj: (hj[1].get("ended") or math.inf, hj[0]))
+        first_host, first = order[0]
+        if first.get("state") == "unreachable":
+            why = first.get("why") or "unreachable"
+        elif first.get("state") == "missing":
+            why = "its unit is gone (was the host restarted?)"
+        else:
+            why = f"torchrun {_exit_text(first.get('unit', {}))}"
+        others = [h for h, _ in order[1:]]
+        msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
+        return {"outcome": "failed", "message": msg, "first_failed": first_host}
+    if jobs and all(j.get("state") == "completed" for j in jobs.values()):
+        return {"outcome": "completed", "message": "ok", "first_failed": None}
+    if deadline_passed:
+        return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None}
+    return {"outcome": "running", "message": "ok", "first_failed": None}
+
+
+def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, Any] | None, max_steps: int) -> str:
+    """One progress line from rank 0's latest metrics record (elapsed counts from this launch only)."""
+    head = f"[{max(float(elapsed), 0.0):5.0f} s] {running}/{hosts} hosts running | "
+    m = metrics or {}
+    kind = m.get("kind")
+    if kind == "train":
+        return head + "step {}/{} | loss {} | {:.0f} tok/s | lr {:.2e}".format(
+            m.get("step"), max_steps, m.get("loss_global"), float(m.get("tokens_per_s") or 0), float(m.get("lr") or 0)
+        )
+    if kind == "eval":
+        return head + f"step {m.get('step')} | val loss {m.get('val_loss')}"
+    if kind == "result":
+        done = m.get("status") == "completed"
+        return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")
+    return head + "starting"
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "train_launch_rank_order": rank_order,
+            "train_launch_payload_config": payload_config,
+            "train_launch_payload_default": payload_default,
+            "train_launch_nccl_env": nccl_env,
+            "train_launch_job_outcome": job_outcome,
+            "train_launch_progress_line": progress_line,
+        }
