@@ -161,13 +161,17 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
 
     A job failed where a unit failed or a host was lost; the message names the host where it started first
     (earliest exit), not the survivors that failed after it. Each job entry: `state` (running, completed,
-    failed, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`."""
-    failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing")}
+    failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`."""
+    failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing", "stopped")}
     if failed:
         order = sorted(failed.items(), key=lambda hj: (hj[1].get("ended") or math.inf, hj[0]))
         first_host, first = order[0]
-        if first.get("state") == "unreachable":
-            why = first.get("why") or "unreachable"
+        if first.get("why"):
+            why = first["why"]
+        elif first.get("state") == "unreachable":
+            why = "unreachable"
+        elif first.get("state") == "stopped":
+            why = "its unit was stopped (train_stop.yml or systemctl stop)"
         elif first.get("state") == "missing":
             why = "its unit is gone (was the host restarted?)"
         else:

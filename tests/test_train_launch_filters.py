@@ -1,0 +1,250 @@
+"""The train_launch role's decisions as tables: rank order, payload config (judged by payload/config.py),
+job environment, job outcome from the units' status, progress line, and the watch's parsing of systemd output.
+The unit status samples are `systemctl show` output as systemd 252 (Debian 12) prints it for a transient
+service with RemainAfterExit=yes (recorded in the lab)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+ROLE = ROOT / "roles" / "train_launch"
+PAYLOAD = str(ROOT / "payload")
+
+
+def load(name: str, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+F = load("train_launch_filters_under_test", ROLE / "filter_plugins" / "train_launch.py")
+W = load("train_launch_watch_under_test", ROLE / "action_plugins" / "train_launch_watch.py")
+
+
+@pytest.mark.parametrize(
+    ("hosts", "ranks", "expected"),
+    [
+        (["a", "b", "c"], {}, ["a", "b", "c"]),
+        (["a", "b"], {"a": 1, "b": 0}, ["b", "a"]),
+        (["a", "b"], {"a": "1", "b": "0"}, ["b", "a"]),
+        (["a", "b", "c"], {"a": None, "b": 2, "c": 1}, ["a", "c", "b"]),
+        (["a", "b"], {"a": 0, "b": 0}, "node ranks must be 0..1, each once"),
+        (["a", "b"], {"a": 0, "b": 5}, "got a=0, b=5"),
+        (["a"], {"a": "x"}, "a: cluster_node_rank='x' is not an integer"),
+    ],
+)
+def test_rank_order(hosts, ranks, expected) -> None:
+    if isinstance(expected, list):
+        assert F.rank_order(hosts, ranks) == expected
+    else:
+        with pytest.raises(F.AnsibleFilterError, match=expected):
+            F.rank_order(hosts, ranks)
+
+
+@pytest.mark.parametrize(
+    ("payload", "overrides", "expected"),
+    [
+        ({}, {}, {"data": "/d"}),
+        ({"batch_size": "8", "lr": "3e-4"}, {}, {"batch_size": 8, "lr": 3e-4, "data": "/d"}),
+        ({"max_steps": 100}, {"max_steps": "30", "engine": None, "model": ""}, {"max_steps": 30, "data": "/d"}),
+        ({}, {"model": "gpt2"}, {"model": "gpt2", "data": "/d"}),
+        ({"model": "tiny"}, {"model": "/srv/models/gpt2-ft"}, {"init_from": "/srv/models/gpt2-ft", "data": "/d"}),
+        ({}, {"engine": "deepspeed", "zero_stage": "2"}, {"engine": "deepspeed", "zero_stage": 2, "data": "/d"}),
+        ({"bach_size": 8}, {}, "unknown key 'bach_size' \\(did you mean 'batch_size'\\?\\)"),
+        ({"lr": "fast"}, {}, "lr='fast': expected a number"),
+        ({}, {"engine": "fsdp"}, "--engine='fsdp': must be one of ddp, deepspeed"),
+        ({}, {"model": "gpt3"}, "--model='gpt3': must be one of"),
+        ({"max_steps": 10, "warmup_steps": 20}, {}, "warmup_steps"),
+        ({"data": "/x"}, {}, "'data' is set by the role"),
+        ({"out_dir": "/x"}, {}, "'out_dir' is set by the role"),
+        ("batch_size=8", {}, "must be a mapping"),
+    ],
+)
+def test_payload_config(payload, overrides, expected) -> None:
+    if isinstance(expected, dict):
+        assert F.payload_config(payload, overrides, PAYLOAD, {"data": "/d"}) == expected
+    else:
+        with pytest.raises(F.AnsibleFilterError, match=expected):
+            F.payload_config(payload, overrides, PAYLOAD, {"data": "/d"})
+
+
+def test_payload_defaults_come_from_the_payload() -> None:
+    cfg = load("payload_config_under_test", ROOT / "payload" / "config.py")
+    assert F.payload_default(PAYLOAD, "max_steps") == cfg.TrainConfig().max_steps
+    # A lost peer must end the job within 2 minutes by default.
+    assert F.payload_default(PAYLOAD, "pg_timeout") < 120
+
+
+NO_RDMA = {"devices": [], "hca": None, "port": None, "gid_index": None, "note": "no RDMA device found"}
+ROCE = {"devices": ["mlx5_0"], "hca": "mlx5_0", "port": 1, "gid_index": 3, "note": "RoCEv2 GID 3"}
+IB = {"devices": ["mlx5_0"], "hca": "mlx5_0", "port": 1, "gid_index": None, "note": "InfiniBand port"}
+NO_GID = {"devices": ["mlx5_0"], "hca": None, "port": None, "gid_index": None, "note": "none carries 10.0.0.1"}
+QOS = {"NCCL_IB_TC": 106, "NCCL_IB_SL": 3}
+
+
+@pytest.mark.parametrize(
+    ("rdma", "gpus", "qos", "allow_tcp", "has", "lacks"),
+    [
+        (NO_RDMA, 0, None, False, {"NCCL_IB_DISABLE": "1", "DS_ACCELERATOR": "cpu"}, ["NCCL_IB_HCA"]),
+        (ROCE, 8, QOS, False, {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}, []),
+        (ROCE, 8, None, False, {"NCCL_IB_HCA": "mlx5_0:1"}, ["NCCL_IB_DISABLE", "DS_ACCELERATOR", "NCCL_IB_TC"]),
+        (IB, 8, {}, False, {"NCCL_IB_HCA": "mlx5_0:1"}, ["NCCL_IB_GID_INDEX"]),
+        (NO_GID, 8, QOS, True, {"NCCL_IB_DISABLE": "1"}, ["NCCL_IB_HCA", "NCCL_IB_TC"]),
+        (NO_RDMA, 0, QOS, False, {"NCCL_IB_DISABLE": "1"}, ["NCCL_IB_TC"]),
+    ],
+)
+def test_nccl_env(rdma, gpus, qos, allow_tcp, has, lacks) -> None:
+    env = F.nccl_env("rdma0", rdma, 2, gpus, qos, allow_tcp, "n1")
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "rdma0"
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1" and env["OMP_NUM_THREADS"] == "2"
+    assert {k: env.get(k) for k in has} == has
+    assert not [k for k in lacks if k in env]
+    assert all(isinstance(v, str) for v in env.values())
+
+
+def test_rdma_device_without_matching_gid_fails_unless_tcp_allowed() -> None:
+    with pytest.raises(F.AnsibleFilterError, match=r"n1: none carries 10\.0\.0\.1; NCCL would fall back to TCP"):
+        F.nccl_env("rdma0", NO_GID, 1, 8, None, False, "n1")
+
+
+def unit(active: str, sub: str, result: str = "success", code: str = "1", status: str = "0", exited: str = "") -> dict:
+    return {
+        "LoadState": "loaded",
+        "ActiveState": active,
+        "SubState": sub,
+        "Result": result,
+        "ExecMainCode": code,
+        "ExecMainStatus": status,
+        "ExecMainExitTimestamp": exited,
+    }
+
+
+RUNNING = {"state": "running", "unit": unit("active", "running")}
+DONE = {"state": "completed", "unit": unit("active", "exited", exited="@100")}
+
+
+@pytest.mark.parametrize(
+    ("jobs", "deadline", "outcome", "message"),
+    [
+        ({"n1": DONE, "n2": DONE}, False, "completed", "ok"),
+        ({"n1": DONE, "n2": RUNNING}, False, "running", "ok"),
+        ({"n1": RUNNING, "n2": RUNNING}, True, "timeout", "the deadline passed"),
+        (
+            {
+                "n1": {"state": "failed", "ended": 130.0, "unit": unit("failed", "failed", "exit-code", "1", "1")},
+                "n2": {"state": "failed", "ended": 120.0, "unit": unit("failed", "failed", "signal", "2", "9")},
+            },
+            False,
+            "failed",
+            "job failed on n2: torchrun killed by signal 9 (then on n1)",
+        ),
+        (
+            {
+                "n1": {"state": "failed", "ended": 10.0, "unit": unit("failed", "failed", "exit-code", "1", "1")},
+                "n2": RUNNING,
+            },
+            False,
+            "failed",
+            "job failed on n1: torchrun exit code 1",
+        ),
+        (
+            {"n1": RUNNING, "n2": {"state": "unreachable", "ended": 5.0, "why": "unreachable for 45 s (ssh)"}},
+            False,
+            "failed",
+            "job failed on n2: unreachable for 45 s (ssh)",
+        ),
+        (
+            {
+                "n1": {
+                    "state": "failed",
+                    "ended": 50.0,
+                    "why": "fabric link rdma0 down since 46 s",
+                    "unit": unit("active", "running"),
+                }
+            },
+            False,
+            "failed",
+            "job failed on n1: fabric link rdma0 down since 46 s",
+        ),
+        ({"n1": {"state": "missing", "ended": 1.0}}, False, "failed", "job failed on n1: its unit is gone"),
+        (
+            {"n1": {"state": "stopped", "ended": 1.0}, "n2": DONE},
+            False,
+            "failed",
+            "job failed on n1: its unit was stopped",
+        ),
+    ],
+)
+def test_job_outcome(jobs, deadline, outcome, message) -> None:
+    got = F.job_outcome(jobs, deadline)
+    assert got["outcome"] == outcome
+    assert got["message"].startswith(message), got
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "metrics", "expected"),
+    [
+        (-3.0, None, "[    0 s] 2/2 hosts running | starting"),
+        (
+            12.4,
+            {"kind": "train", "rank": 0, "step": 5, "loss_global": 8.1, "tokens_per_s": 1234.5, "lr": 3e-4},
+            "[   12 s] 2/2 hosts running | step 5/30 | loss 8.1 | 1234 tok/s | lr 3.00e-04",
+        ),
+        (20, {"kind": "eval", "step": 10, "val_loss": 7.5}, "[   20 s] 2/2 hosts running | step 10 | val loss 7.5"),
+        (
+            30,
+            {"kind": "result", "final_step": 30, "status": "completed"},
+            "[   30 s] 2/2 hosts running | step 30 completed, saving and exporting",
+        ),
+        (30, {"kind": "result", "final_step": 12, "status": "failed"}, "[   30 s] 2/2 hosts running | step 12 failed"),
+    ],
+)
+def test_progress_line(elapsed, metrics, expected) -> None:
+    assert F.progress_line(elapsed, 2, 2, metrics, 30) == expected
+
+
+POLL = """LoadState=loaded
+ActiveState=failed
+SubState=failed
+Result=signal
+ExecMainCode=2
+ExecMainStatus=9
+ExecMainExitTimestamp=@1763840000
+NRestarts=0
+@@link
+up
+@@metrics
+{"kind": "train", "rank": 0, "step": 10}
+{"kind": "train", "rank": 1, "step": 10}
+not json
+"""
+
+
+def test_watch_parses_the_poll() -> None:
+    props, link, metrics = W.parse_poll(POLL)
+    assert props["ExecMainStatus"] == "9" and props["ExecMainExitTimestamp"] == "@1763840000"
+    assert link == "up"
+    assert metrics == {"kind": "train", "rank": 0, "step": 10}
+    assert W.unit_state(props) == "failed"
+
+
+@pytest.mark.parametrize(
+    ("props", "state"),
+    [
+        ({"LoadState": "not-found", "ActiveState": "inactive"}, "missing"),
+        ({"LoadState": "loaded", "ActiveState": "active", "SubState": "running"}, "running"),
+        ({"LoadState": "loaded", "ActiveState": "active", "SubState": "exited"}, "completed"),
+        ({"LoadState": "loaded", "ActiveState": "failed", "SubState": "failed"}, "failed"),
+        ({"LoadState": "loaded", "ActiveState": "deactivating", "SubState": "stop-sigterm"}, "running"),
+        ({"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead"}, "stopped"),
+    ],
+)
+def test_unit_state(props, state) -> None:
+    assert W.unit_state(props) == state
