@@ -28,7 +28,10 @@ _spec = importlib.util.spec_from_file_location(
 filters = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(filters)
 
-PROPS = "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainExitTimestamp,NRestarts"
+PROPS = (
+    "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
+    "ExecMainExitTimestamp,NRestarts"
+)
 
 
 def unit_state(props: dict[str, str]) -> str:
@@ -136,7 +139,10 @@ class ActionModule(ActionBase):
                     job["metrics"] = metrics
                     ended = len(self._peer_records(signal_dir)) + int(job["state"] != "running")
                     hosts = int(args.get("hosts", 1))
-                    elapsed = time.time() - launched
+                    # launched <= 0 (a status look at a detached run): count from the unit's start.
+                    started = props.get("ExecMainStartTimestamp", "").lstrip("@")
+                    since = launched if launched > 0 else float(started) if started.isdigit() else time.time()
+                    elapsed = time.time() - since
                     display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
             except (AnsibleConnectionFailure, AnsibleError) as e:
                 if time.time() - last_contact > lost_after:

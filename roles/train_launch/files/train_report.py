@@ -38,8 +38,10 @@ def summarise(run: Path) -> dict:
     evals = sorted((r for r in rank0 if r.get("kind") == "eval"), key=lambda r: (r["time"], r["step"]))
     result = next((r for r in results.values() if r.get("final_val_loss") is not None), None)
     launched = manifest["timings"].get("launched_epoch")
-    first_step = train[0]["time"] if train else None
-    tps = [r["tokens_per_s"] for r in train if r.get("tokens_per_s")]
+    # Timings and throughput belong to this launch; the loss curves keep the run's whole history.
+    this_launch = [r for r in train if not launched or r["time"] >= float(launched)]
+    first_step = this_launch[0]["time"] if this_launch else None
+    tps = [r["tokens_per_s"] for r in this_launch if r.get("tokens_per_s")]
     summary = {
         "run_id": manifest["run_id"],
         "outcome": manifest["outcome"],
@@ -56,14 +58,19 @@ def summarise(run: Path) -> dict:
         "tokens_per_s_per_rank_median": (sorted(tps)[len(tps) // 2] / result["world_size"])
         if tps and result and result.get("world_size")
         else None,
-        "launch_to_first_step_s": round(first_step - float(launched), 1) if first_step and launched else None,
-        "launch_to_end_s": round(float(manifest["timings"]["ended_epoch"]) - float(launched), 1) if launched else None,
-        "total_s": round(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 1),
+        "launch_id": manifest.get("launch_id"),
+        "launch_to_first_step_s": round(max(first_step - float(launched), 0.0), 1) if first_step and launched else None,
+        "launch_to_end_s": round(max(float(manifest["timings"]["ended_epoch"]) - float(launched), 0.0), 1)
+        if launched
+        else None,
+        "total_s": round(
+            max(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 0.0), 1
+        ),
         "results": results,
         "curves": {
             "train": [[r["step"], r.get("loss_global")] for r in train],
             "eval": [[r["step"], r["val_loss"]] for r in evals],
-            "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in train],
+            "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in this_launch],
         },
     }
     return summary
@@ -87,6 +94,7 @@ def plot(summary: dict, run: Path) -> list[str]:
         for curve, style, label in lines:
             if curves[curve]:
                 ax.plot(*zip(*curves[curve], strict=True), style, label=label)
+        ax.set_ylim(bottom=0)  # a throughput or loss axis that starts at zero shows the real proportions
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
@@ -137,7 +145,10 @@ def main() -> int:
     run = Path(sys.argv[1])
     summary = summarise(run)
     made = plot(summary, run)
-    (run / "report.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n")
+    report = json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n"
+    (run / "report.json").write_text(report)
+    if summary.get("launch_id"):  # each launch of a run (the first, every resume) keeps its own report
+        (run / f"report-{summary['launch_id']}.json").write_text(report)
     (run / "report.md").write_text(markdown(summary))
     print(
         f"run {summary['run_id']}: {summary['outcome']} — step {fmt(summary['final_step'])}, "
