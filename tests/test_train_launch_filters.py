@@ -248,3 +248,66 @@ def test_watch_parses_the_poll() -> None:
 )
 def test_unit_state(props, state) -> None:
     assert W.unit_state(props) == state
+
+
+def fake_sysfs(root, layer: str, gids: list[tuple[str, str, str]]) -> None:
+    """A /sys/class/infiniband tree shaped like the kernel's (Documentation/ABI/stable/sysfs-class-infiniband):
+    mlx5_0 port 1 with GIDs (value, type, netdev) at indexes 0.."""
+    port = root / "mlx5_0" / "ports" / "1"
+    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (port / sub).mkdir(parents=True)
+    (port / "link_layer").write_text(layer + "\n")
+    (port / "state").write_text("4: ACTIVE\n")
+    for i, (gid, kind, ndev) in enumerate(gids):
+        (port / "gids" / str(i)).write_text(gid + "\n")
+        (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n")
+        (port / "gid_attrs" / "ndevs" / str(i)).write_text(ndev + "\n")
+
+
+def read_sysfs(tmp_path, root) -> list[dict]:
+    """rdma_stack's module (the one sysfs reader) run as Ansible would, on the fake tree."""
+    import json
+    import subprocess
+
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": str(root), "mad_abi_path": str(tmp_path / "x")}}))
+    module = ROOT / "roles" / "rdma_stack" / "library" / "rdma_sysfs_devices.py"
+    out = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["devices"]
+
+
+# A RoCE port as mlx5 lays it out: link-local GIDs (v1, v2) first, then the IPv4-mapped ones.
+ROCE_GIDS = [
+    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "IB/RoCE v1", "rdma0"),
+    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "RoCE v2", "rdma0"),
+    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "rdma0"),
+    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "rdma0"),
+]
+
+
+@pytest.mark.parametrize(
+    ("layer", "gids", "ipv4", "hca", "gid_index", "note"),
+    [
+        ("Ethernet", ROCE_GIDS, "10.0.0.1", "mlx5_0", 3, "RoCEv2 GID 3 of mlx5_0 port 1 carries 10.0.0.1"),
+        ("Ethernet", ROCE_GIDS, "10.0.0.2", None, None, "RDMA devices mlx5_0 present, none carries 10.0.0.2"),
+        ("Ethernet", [(g, t, "eth9") for g, t, _ in ROCE_GIDS], "10.0.0.1", None, None, "RDMA devices mlx5_0"),
+        (
+            "InfiniBand",
+            [("fe80:0000:0000:0000:0002:c903:0000:0001", "IB/RoCE v1", "")],
+            "10.0.0.1",
+            "mlx5_0",
+            None,
+            "InfiniBand",
+        ),
+    ],
+)
+def test_rdma_pick_from_the_sysfs_reader(tmp_path, layer, gids, ipv4, hca, gid_index, note) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, layer, gids)
+    got = F.rdma_pick(read_sysfs(tmp_path, root), "rdma0", ipv4)
+    assert (got["hca"], got["gid_index"]) == (hca, gid_index)
+    assert got["note"].startswith(note), got
+
+
+def test_rdma_pick_without_devices(tmp_path) -> None:
+    assert F.rdma_pick(read_sysfs(tmp_path, tmp_path / "none"), "rdma0", "10.0.0.1")["note"] == "no RDMA device found"

@@ -7,6 +7,7 @@ environment, the job outcome from the units' status, the progress line and the m
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import math
 import os
 import sys
@@ -106,6 +107,42 @@ def payload_default(payload_src: str, key: str) -> Any:
     return getattr(cfg.TrainConfig(), key)
 
 
+def rdma_pick(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str, Any]:
+    """The RDMA device, port and RoCEv2 GID index NCCL must use for the fabric interface.
+
+    `devices` is what rdma_stack's module rdma_sysfs_devices read from /sys/class/infiniband (the one sysfs
+    reader). On RoCE the right GID is the one of type "RoCE v2" on the fabric interface whose value is its
+    IPv4 address mapped into IPv6 (::ffff:a.b.c.d): a wrong index is the most common NCCL failure on RoCE.
+    On InfiniBand, NCCL takes the HCA and port; the GID index does not matter."""
+    names = [d.get("name") for d in devices or []]
+    out = {"devices": names, "hca": None, "port": None, "gid_index": None, "link_layer": None}
+    mapped = ipaddress.IPv6Address(f"::ffff:{ipv4}").exploded if ipv4 else None
+    ib = None
+    for dev in devices or []:
+        for port in dev.get("ports") or []:
+            if port.get("link_layer") == "InfiniBand":
+                ib = ib or {"hca": dev["name"], "port": port["port"], "link_layer": "InfiniBand"}
+                continue
+            for gid in port.get("gids") or []:
+                try:
+                    value = ipaddress.IPv6Address(gid.get("gid", "")).exploded
+                except ValueError:
+                    continue
+                if gid.get("netdev") == ifname and gid.get("type") == "RoCE v2" and value == mapped:
+                    return out | {
+                        "hca": dev["name"],
+                        "port": port["port"],
+                        "gid_index": gid["index"],
+                        "link_layer": port.get("link_layer"),
+                        "note": f"RoCEv2 GID {gid['index']} of {dev['name']} port {port['port']} carries {ipv4}",
+                    }
+    if ib:
+        return out | ib | {"note": f"InfiniBand port {ib['port']} of {ib['hca']}"}
+    if names:
+        return out | {"note": f"RDMA devices {', '.join(names)} present, none carries {ipv4} on {ifname} (RoCE v2 GID)"}
+    return out | {"note": "no RDMA device found"}
+
+
 def nccl_env(
     fabric_if: str,
     rdma: dict[str, Any],
@@ -117,7 +154,7 @@ def nccl_env(
 ) -> dict[str, str]:
     """Environment of the job on one host.
 
-    `rdma` is what files/rdma_env.py found for the fabric interface: an RDMA device present but no GID carrying
+    `rdma` is what rdma_pick found for the fabric interface: an RDMA device present but no GID carrying
     the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails unless the
     user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env, NCCL_IB_TC ...)."""
     env = {
@@ -210,6 +247,7 @@ class FilterModule:
             "train_launch_payload_config": payload_config,
             "train_launch_payload_default": payload_default,
             "train_launch_nccl_env": nccl_env,
+            "train_launch_rdma_pick": rdma_pick,
             "train_launch_job_outcome": job_outcome,
             "train_launch_progress_line": progress_line,
         }
