@@ -601,6 +601,7 @@ class Trainer:
             f"resume: {ckpt} at step {self.step}, {self.tokens_seen:,} tokens seen"
             + (", fresh optimizer state (--skip_optimizer)" if cfg.skip_optimizer else "")
         )
+        self.metrics.write(kind="resume", step=self.step, checkpoint=str(ckpt))
         return str(ckpt)
 
     # ------------------------------------------------------------------------------------------ training

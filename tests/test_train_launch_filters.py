@@ -311,3 +311,40 @@ def test_rdma_pick_from_the_sysfs_reader(tmp_path, layer, gids, ipv4, hca, gid_i
 
 def test_rdma_pick_without_devices(tmp_path) -> None:
     assert F.rdma_pick(read_sysfs(tmp_path, tmp_path / "none"), "rdma0", "10.0.0.1")["note"] == "no RDMA device found"
+
+
+R = load("train_report_under_test", ROLE / "files" / "train_report.py")
+
+
+def test_report_lists_each_restart_of_this_launch_with_cause_and_steps_lost() -> None:
+    def rec(t, kind, **kw):
+        return {"time": t, "rank": 0, "kind": kind, **kw}
+
+    rank0 = [
+        rec(1, "start"),  # an earlier launch: not this one's
+        rec(2, "train", step=5),
+        rec(10, "start"),
+        rec(11, "train", step=5),
+        rec(12, "train", step=15),
+        rec(13, "train", step=17),
+        rec(20, "start"),
+        rec(21, "resume", step=10),
+        rec(22, "train", step=15),
+    ]
+    failures = ["lab-node2: local rank 0 (pid 7) killed by SIGKILL"]
+    got = R.restarts(rank0, 10, failures)
+    assert got == [{"time": 20, "last_step_before": 17, "resumed_at_step": 10, "steps_lost": 7, "cause": failures[0]}]
+    assert R.restarts(rank0, 10, [])[0]["cause"].startswith("unknown")
+    assert R.restarts(rank0[:6], 10, []) == []
+
+
+def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:
+    logs = tmp_path / "n2" / "logs"
+    logs.mkdir(parents=True)
+    line = "E1122 20:00:00.1 9 api.py:869] failed (exitcode: {}) local_rank: 0 (pid: {}) of binary: /venv/bin/python"
+    (logs / "torchrun.log").write_text(
+        "=== launch A ===\n" + line.format(1, 5) + "\n=== launch B ===\n" + line.format(-9, 7) + "\n"
+    )
+    nodes = [{"host": "n1"}, {"host": "n2"}]
+    assert R.worker_failures(tmp_path, nodes, "B") == ["n2: local rank 0 (pid 7) killed by SIGKILL"]
+    assert R.worker_failures(tmp_path, nodes, "A") == ["n2: local rank 0 (pid 5) exit code 1"]

@@ -8,7 +8,10 @@ Rank 0's records carry the global numbers (loss averaged over ranks, tokens/s of
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sys
+import time
 from pathlib import Path
 
 
@@ -20,6 +23,55 @@ def read_jsonl(path: Path) -> list[dict]:
                 out.append(json.loads(line))
             except ValueError:
                 continue
+    return out
+
+
+# torchrun's elastic agent, when a worker dies: "failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..."
+WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+
+
+def exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def restarts(rank0: list[dict], launched: float | None, failures: list[str]) -> list[dict]:
+    """Every automatic restart of this launch: rank 0 started again and resumed from a checkpoint.
+
+    Steps lost = the last step rank 0 logged before the restart minus the checkpoint step it resumed at.
+    `failures` are the worker failures torchrun logged on the hosts (the causes), in order."""
+    events = sorted((r for r in rank0 if not launched or r["time"] >= float(launched)), key=lambda r: r["time"])
+    starts = [i for i, r in enumerate(events) if r.get("kind") == "start"]
+    out = []
+    for n, i in enumerate(starts[1:]):
+        before = [r["step"] for r in events[:i] if r.get("kind") == "train"]
+        resumed = next((r["step"] for r in events[i:] if r.get("kind") == "resume"), None)
+        out.append(
+            {
+                "time": events[i]["time"],
+                "last_step_before": before[-1] if before else None,
+                "resumed_at_step": resumed,
+                "steps_lost": max(before[-1] - resumed, 0) if before and resumed is not None else None,
+                "cause": failures[n] if n < len(failures) else "unknown (see the hosts' torchrun logs)",
+            }
+        )
+    return out
+
+
+def worker_failures(run: Path, nodes: list[dict], launch_id: str | None) -> list[str]:
+    out = []
+    for node in nodes:
+        log = run / node["host"] / "logs" / "torchrun.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        # The log grows over the launches of a run; the role marks where each begins.
+        if launch_id:
+            text = text.rpartition(f"=== launch {launch_id} ===")[2].partition("=== launch ")[0]
+        for m in WORKER_FAILED.finditer(text):
+            out.append(f"{node['host']}: local rank {m[2]} (pid {m[3]}) {exit_text(int(m[1]))}")
     return out
 
 
@@ -66,6 +118,7 @@ def summarise(run: Path) -> dict:
         "total_s": round(
             max(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 0.0), 1
         ),
+        "restarts": restarts(rank0, launched, worker_failures(run, manifest["nodes"], manifest.get("launch_id"))),
         "results": results,
         "curves": {
             "train": [[r["step"], r.get("loss_global")] for r in train],
@@ -127,7 +180,22 @@ def markdown(s: dict) -> str:
         f"| launch → first logged step | {fmt(s['launch_to_first_step_s'], '.1f')} s |",
         f"| launch → end | {fmt(s['launch_to_end_s'], '.1f')} s |",
         f"| playbook start → end | {fmt(s['total_s'], '.1f')} s |",
+        f"| automatic restarts | {len(s['restarts'])} |",
         "",
+        *(
+            [
+                "| restart at | last step before | resumed at step | steps lost | cause |",
+                "|---|---|---|---|---|",
+                *(
+                    f"| {time.strftime('%H:%M:%S', time.gmtime(r['time']))} UTC | {fmt(r['last_step_before'])} | "
+                    f"{fmt(r['resumed_at_step'])} | {fmt(r['steps_lost'])} | {r['cause']} |"
+                    for r in s["restarts"]
+                ),
+                "",
+            ]
+            if s["restarts"]
+            else []
+        ),
         "Scaling: tokens/s per rank compared with a one-node run of the same model and batch gives the scaling",
         "efficiency; on the lab all ranks share one machine's cores, so the lab proves correctness, not speed.",
         "",
@@ -155,6 +223,11 @@ def main() -> int:
         f"val loss {fmt(summary['initial_val_loss'])} -> {fmt(summary['final_val_loss'])}, "
         f"{fmt(summary['tokens_per_s_median'], ',.0f')} tokens/s"
     )
+    for r in summary["restarts"]:
+        print(
+            f"restart: after step {fmt(r['last_step_before'])}, resumed at {fmt(r['resumed_at_step'])} "
+            f"({fmt(r['steps_lost'])} steps lost): {r['cause']}"
+        )
     print(f"report: {run / 'report.md'}")
     for name in made:
         print(f"plot:   {run / name}")
