@@ -58,7 +58,7 @@ def main() -> int:
                 "-e",
                 f"steps={args.steps}",
                 "-e",
-                "args='--batch_size=8 --block_size=128 --log_interval=5'",
+                json.dumps({"train_launch_payload": {"batch_size": 8, "block_size": 128, "log_interval": 5}}),
             )
             run = ROOT / "artifacts" / run_id
             m = json.loads((run / "manifest.json").read_text())

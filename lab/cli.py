@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -108,7 +109,9 @@ def demo(args) -> int:
             "-e",
             f"steps={args.steps}",
             "-e",
-            "args='--batch_size=8 --block_size=128 --eval_interval=50 --log_interval=10'",
+            json.dumps(
+                {"train_launch_payload": {"batch_size": 8, "block_size": 128, "eval_interval": 50, "log_interval": 10}}
+            ),
         )
     print("\nlab demo: done")
     print(
