@@ -17,6 +17,7 @@ import shlex
 import time
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -116,7 +117,7 @@ class ActionModule(ActionBase):
         host = task_vars["inventory_hostname"]
         deadline, interval = float(args["deadline"]), float(args.get("poll_interval", 10))
         lost_after, launched = float(args.get("lost_after", 30)), float(args["launched"])
-        signal_dir, progress = args["signal_dir"], bool(args.get("progress", False))
+        signal_dir, progress = args["signal_dir"], boolean(args.get("progress", False), strict=False)
         job = {"host": host, "state": "running", "unit": {}, "ended": None, "why": "", "link_down_at": None}
         last_contact, polls, timed_out, peer = time.time(), 0, False, None
         link_grace = float(args.get("link_grace", 45))
