@@ -148,7 +148,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     flat = " ".join(out.split())
     assert f"run {run_id} failed" in flat, out[-4000:]
     # The message names the host where the failure started and how its rank ended, and how to resume.
-    assert f"job failed on {victim}: torchrun exit code" in flat, out[-4000:]
+    assert f"job failed on {victim}: local rank 0 killed by SIGKILL" in flat, out[-4000:]
     assert "-e resume=true" in flat, out[-4000:]
     assert "saving and exporting" not in flat, out[-4000:]
     for host in hosts:

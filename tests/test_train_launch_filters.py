@@ -32,12 +32,16 @@ W = load("train_launch_watch_under_test", ROLE / "action_plugins" / "train_launc
     ("hosts", "ranks", "expected"),
     [
         (["a", "b", "c"], {}, ["a", "b", "c"]),
-        (["a", "b"], {"a": 1, "b": 0}, ["b", "a"]),
-        (["a", "b"], {"a": "1", "b": "0"}, ["b", "a"]),
-        (["a", "b", "c"], {"a": None, "b": 2, "c": 1}, ["a", "c", "b"]),
-        (["a", "b"], {"a": 0, "b": 0}, "node ranks must be 0..1, each once"),
-        (["a", "b"], {"a": 0, "b": 5}, "got a=0, b=5"),
-        (["a"], {"a": "x"}, "a: cluster_node_rank='x' is not an integer"),
+        (["a", "b"], {"a": {"cluster_node_rank": 1}, "b": {"cluster_node_rank": 0}}, ["b", "a"]),
+        (["a", "b"], {"a": {"cluster_node_rank": "1"}, "b": {"cluster_node_rank": "0"}}, ["b", "a"]),
+        (["a", "b", "c"], {"a": {}, "b": {"cluster_node_rank": 2}, "c": {"cluster_node_rank": 1}}, ["a", "c", "b"]),
+        (
+            ["a", "b"],
+            {"a": {"cluster_node_rank": 0}, "b": {"cluster_node_rank": 0}},
+            "node ranks must be 0..1, each once",
+        ),
+        (["a", "b"], {"a": {"cluster_node_rank": 0}, "b": {"cluster_node_rank": 5}}, "got a=0, b=5"),
+        (["a"], {"a": {"cluster_node_rank": "x"}}, "a: cluster_node_rank='x' is not an integer"),
     ],
 )
 def test_rank_order(hosts, ranks, expected) -> None:
@@ -175,6 +179,20 @@ DONE = {"state": "completed", "unit": unit("active", "exited", exited="@100")}
         ),
         ({"n1": {"state": "missing", "ended": 1.0}}, False, "failed", "job failed on n1: its unit is gone"),
         (
+            {
+                "n1": {"state": "failed", "ended": 10.0, "unit": unit("failed", "failed", "exit-code", "1", "1")},
+                "n2": {
+                    "state": "failed",
+                    "ended": 10.5,
+                    "unit": unit("failed", "failed", "exit-code", "1", "1"),
+                    "workers": [{"code": -9, "text": "local rank 0 killed by SIGKILL"}],
+                },
+            },
+            False,
+            "failed",
+            "job failed on n2: local rank 0 killed by SIGKILL (torchrun exit code 1) (then on n1)",
+        ),
+        (
             {"n1": {"state": "stopped", "ended": 1.0}, "n2": DONE},
             False,
             "failed",
@@ -216,7 +234,7 @@ SubState=failed
 Result=signal
 ExecMainCode=2
 ExecMainStatus=9
-ExecMainExitTimestamp=@1763840000
+ExecMainExitTimestamp=Sun 2026-11-22 20:00:00.250000 UTC
 NRestarts=0
 @@link
 up
@@ -224,12 +242,17 @@ up
 {"kind": "train", "rank": 0, "step": 10}
 {"kind": "train", "rank": 1, "step": 10}
 not json
+@@failures
+E1122 20:00:00.1 9 api.py:869] failed (exitcode: -9) local_rank: 0 (pid: 77) of binary: /venv/bin/python
 """
 
 
 def test_watch_parses_the_poll() -> None:
-    props, link, metrics = W.parse_poll(POLL)
-    assert props["ExecMainStatus"] == "9" and props["ExecMainExitTimestamp"] == "@1763840000"
+    props, link, metrics, workers = W.parse_poll(POLL)
+    assert workers == [{"local_rank": 0, "pid": 77, "code": -9, "text": "local rank 0 killed by SIGKILL"}]
+    assert props["ExecMainStatus"] == "9"
+    assert F.systemd_time(props["ExecMainExitTimestamp"]) == 1795377600.25
+    assert F.systemd_time("@1763840000") == 1763840000.0 and F.systemd_time("n/a") is None
     assert link == "up"
     assert metrics == {"kind": "train", "rank": 0, "step": 10}
     assert W.unit_state(props) == "failed"
@@ -346,5 +369,5 @@ def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:
         "=== launch A ===\n" + line.format(1, 5) + "\n=== launch B ===\n" + line.format(-9, 7) + "\n"
     )
     nodes = [{"host": "n1"}, {"host": "n2"}]
-    assert R.worker_failures(tmp_path, nodes, "B") == ["n2: local rank 0 (pid 7) killed by SIGKILL"]
-    assert R.worker_failures(tmp_path, nodes, "A") == ["n2: local rank 0 (pid 5) exit code 1"]
+    assert R.worker_failures(tmp_path, nodes, "B") == ["n2: local rank 0 killed by SIGKILL (pid 7)"]
+    assert R.worker_failures(tmp_path, nodes, "A") == ["n2: local rank 0 exit code 1 (pid 5)"]

@@ -49,10 +49,12 @@ def unit_state(props: dict[str, str]) -> str:
     return "stopped"
 
 
-def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None]:
-    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics."""
+def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict]]:
+    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics, and
+    the worker failures torchrun logged in this launch."""
     props_text, _, rest = stdout.partition("@@link\n")
-    link, _, metrics_text = rest.partition("@@metrics\n")
+    link, _, rest = rest.partition("@@metrics\n")
+    metrics_text, _, failures_text = rest.partition("@@failures\n")
     props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
     metrics = None
     for line in metrics_text.splitlines():
@@ -62,18 +64,21 @@ def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None]:
             continue
         if isinstance(record, dict) and record.get("rank") == 0:
             metrics = record
-    return props, link.strip(), metrics
+    return props, link.strip(), metrics, filters.worker_failures(failures_text)
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
 
-    def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None]:
+    def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
+        marker = f"=== launch {args.get('launch_id', '')} ==="
         script = (
-            f"systemctl show {shlex.quote(args['unit'])} --timestamp=unix -p {PROPS}; echo @@link; "
+            f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {PROPS}; echo @@link; "
             f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
-            f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; true"
+            f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
+            f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} f && /failed \\(exitcode: /' "
+            f"{shlex.quote(args['run_dir'] + '/logs/torchrun.log')} 2>/dev/null | tail -n 5; true"
         )
         result = self._execute_module(
             module_name="ansible.builtin.command",
@@ -124,7 +129,8 @@ class ActionModule(ActionBase):
         while True:
             polls += 1
             try:
-                props, link, metrics = self._poll(args, task_vars)
+                props, link, metrics, workers = self._poll(args, task_vars)
+                job["workers"] = workers
                 last_contact = time.time()
                 job["unit"] = props
                 job["state"] = unit_state(props)
@@ -141,8 +147,8 @@ class ActionModule(ActionBase):
                     ended = len(self._peer_records(signal_dir)) + int(job["state"] != "running")
                     hosts = int(args.get("hosts", 1))
                     # launched <= 0 (a status look at a detached run): count from the unit's start.
-                    started = props.get("ExecMainStartTimestamp", "").lstrip("@")
-                    since = launched if launched > 0 else float(started) if started.isdigit() else time.time()
+                    started = filters.systemd_time(props.get("ExecMainStartTimestamp", ""))
+                    since = launched if launched > 0 else started or time.time()
                     elapsed = time.time() - since
                     display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
             except (AnsibleConnectionFailure, AnsibleError) as e:
@@ -152,8 +158,7 @@ class ActionModule(ActionBase):
                 # The collective would hang until its timeout: end the watch now, the role stops the job.
                 job["state"] = "failed"
             if job["state"] != "running":
-                stamp = job["unit"].get("ExecMainExitTimestamp", "").lstrip("@")
-                job["ended"] = float(stamp) if stamp.replace(".", "").isdigit() else time.time()
+                job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
                 if job["link_down_at"] is not None:
                     job["ended"] = min(job["ended"], job["link_down_at"])
                 self._signal(signal_dir, host, job)

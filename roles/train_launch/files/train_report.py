@@ -7,9 +7,8 @@ Rank 0's records carry the global numbers (loss averaged over ranks, tokens/s of
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import re
-import signal
 import sys
 import time
 from pathlib import Path
@@ -26,17 +25,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return out
 
 
-# torchrun's elastic agent, when a worker dies: "failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..."
-WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
-
-
-def exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+# The role's filters (one place for how torchrun reports a dead worker).
+_spec = importlib.util.spec_from_file_location(
+    "train_launch_filters", Path(__file__).resolve().parent.parent / "filter_plugins" / "train_launch.py"
+)
+filters = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = filters
+_spec.loader.exec_module(filters)
 
 
 def restarts(rank0: list[dict], launched: float | None, failures: list[str]) -> list[dict]:
@@ -70,8 +65,8 @@ def worker_failures(run: Path, nodes: list[dict], launch_id: str | None) -> list
         # The log grows over the launches of a run; the role marks where each begins.
         if launch_id:
             text = text.rpartition(f"=== launch {launch_id} ===")[2].partition("=== launch ")[0]
-        for m in WORKER_FAILED.finditer(text):
-            out.append(f"{node['host']}: local rank {m[2]} (pid {m[3]}) {exit_text(int(m[1]))}")
+        for f in filters.worker_failures(text):
+            out.append(f"{node['host']}: {f['text']} (pid {f['pid']})")
     return out
 
 

@@ -10,7 +10,10 @@ import importlib.util
 import ipaddress
 import math
 import os
+import re
+import signal
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 try:
@@ -45,11 +48,11 @@ def _payload_config(payload_src: str):
     return _CONFIG_MODULES[path]
 
 
-def rank_order(hosts: list[str], ranks: dict[str, Any]) -> list[str]:
-    """Hosts sorted by node rank: `ranks[host]` (cluster_node_rank) where set, else the position in `hosts`."""
+def rank_order(hosts: list[str], hostvars: Any) -> list[str]:
+    """Hosts sorted by node rank: `hostvars[host].cluster_node_rank` where set, else the position in `hosts`."""
     ranked = []
     for index, host in enumerate(hosts):
-        value = ranks.get(host)
+        value = hostvars.get(host, {}).get("cluster_node_rank")
         try:
             rank = index if value is None or value == "" else int(value)
         except (TypeError, ValueError) as e:
@@ -184,6 +187,51 @@ def nccl_env(
     return env
 
 
+# torchrun's elastic agent, when a worker dies: "failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..."
+WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+
+
+def exit_text(code: int) -> str:
+    """A worker's exit code as torchrun reports it (negative: killed by that signal)."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def worker_failures(text: str) -> list[dict[str, Any]]:
+    """The worker failures torchrun logged, in order: local rank, pid, exit code, text."""
+    return [
+        {
+            "local_rank": int(m[2]),
+            "pid": int(m[3]),
+            "code": int(m[1]),
+            "text": f"local rank {m[2]} {exit_text(int(m[1]))}",
+        }
+        for m in WORKER_FAILED.finditer(text)
+    ]
+
+
+def systemd_time(value: str) -> float | None:
+    """An epoch from `systemctl show --timestamp=us+utc` ("Sun 2026-11-22 20:00:00.123456 UTC") or unix ("@1763...")."""
+    value = (value or "").strip()
+    if value.startswith("@"):
+        try:
+            return float(value[1:])
+        except ValueError:
+            return None
+    parts = value.split()
+    if len(parts) >= 3:
+        try:
+            stamp = datetime.strptime(f"{parts[1]} {parts[2]}", "%Y-%m-%d %H:%M:%S.%f")
+        except ValueError:
+            return None
+        return stamp.replace(tzinfo=UTC).timestamp()
+    return None
+
+
 def _exit_text(unit: dict[str, Any]) -> str:
     code, status = unit.get("ExecMainCode", ""), str(unit.get("ExecMainStatus", ""))
     if code in ("2", "killed") or unit.get("Result") == "signal":
@@ -201,7 +249,15 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
     failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`."""
     failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing", "stopped")}
     if failed:
-        order = sorted(failed.items(), key=lambda hj: (hj[1].get("ended") or math.inf, hj[0]))
+        # Where it started: a worker killed by a signal, a link down or a lost host is a cause; the peers'
+        # workers then fail with an exit code. Within each kind, the earliest end.
+        def rank(hj):
+            job = hj[1]
+            killed = any(f.get("code", 0) < 0 for f in job.get("workers") or [])
+            cause = killed or job.get("state") in ("unreachable", "missing") or bool(job.get("why"))
+            return (0 if cause else 1, job.get("ended") or math.inf, hj[0])
+
+        order = sorted(failed.items(), key=rank)
         first_host, first = order[0]
         if first.get("why"):
             why = first["why"]
@@ -213,6 +269,8 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
             why = "its unit is gone (was the host restarted?)"
         else:
             why = f"torchrun {_exit_text(first.get('unit', {}))}"
+            if first.get("workers"):
+                why = f"{first['workers'][-1]['text']} ({why})"
         others = [h for h, _ in order[1:]]
         msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
         return {"outcome": "failed", "message": msg, "first_failed": first_host}
@@ -248,6 +306,7 @@ class FilterModule:
             "train_launch_payload_default": payload_default,
             "train_launch_nccl_env": nccl_env,
             "train_launch_rdma_pick": rdma_pick,
+            "train_launch_worker_failures": worker_failures,
             "train_launch_job_outcome": job_outcome,
             "train_launch_progress_line": progress_line,
         }
