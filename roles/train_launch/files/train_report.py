@@ -80,7 +80,13 @@ def summarise(run: Path) -> dict:
         res = host_dir / "out" / "result.json"
         if res.exists():
             results[node["host"]] = json.loads(res.read_text())
-    rank0 = [r for r in records if r.get("rank") == 0]
+    # A shared out_dir puts the same records in every host's copy: count each once.
+    seen, rank0 = set(), []
+    for r in records:
+        key = json.dumps({k: v for k, v in r.items() if k != "host"}, sort_keys=True)
+        if r.get("rank") == 0 and key not in seen:
+            seen.add(key)
+            rank0.append(r)
     train = sorted((r for r in rank0 if r.get("kind") == "train"), key=lambda r: (r["time"], r["step"]))
     evals = sorted((r for r in rank0 if r.get("kind") == "eval"), key=lambda r: (r["time"], r["step"]))
     result = next((r for r in results.values() if r.get("final_val_loss") is not None), None)
