@@ -266,7 +266,7 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
         elif first.get("state") == "stopped":
             why = "its unit was stopped (train_stop.yml or systemctl stop)"
         elif first.get("state") == "missing":
-            why = "its unit is gone (was the host restarted?)"
+            why = "its unit is gone (stopped by train_stop.yml, or the host restarted)"
         else:
             why = f"torchrun {_exit_text(first.get('unit', {}))}"
             if first.get("workers"):
