@@ -63,7 +63,7 @@ def test_rank_order(hosts, ranks, expected) -> None:
         ({}, {"engine": "deepspeed", "zero_stage": "2"}, {"engine": "deepspeed", "zero_stage": 2, "data": "/d"}),
         ({"bach_size": 8}, {}, "unknown key 'bach_size' \\(did you mean 'batch_size'\\?\\)"),
         ({"lr": "fast"}, {}, "lr='fast': expected a number"),
-        ({}, {"engine": "fsdp"}, "--engine='fsdp': must be one of ddp, deepspeed"),
+        ({}, {"engine": "megatron"}, "--engine='megatron': must be one of ddp, deepspeed"),
         ({}, {"model": "gpt3"}, "--model='gpt3': must be one of"),
         ({"max_steps": 10, "warmup_steps": 20}, {}, "warmup_steps"),
         ({"data": "/x"}, {}, "'data' is set by the role"),
