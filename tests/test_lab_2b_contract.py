@@ -1,0 +1,160 @@
+"""A bad inventory changes nothing: site.yml against the lab fails in preflight, hosts and switch untouched.
+
+Each case is the lab inventory (a copy of inventory/lab with the hosts.yml `lab up` wrote) with one
+documented mistake; the switch cases are mistakes the switch play (the last one) would only meet after
+every host play had run. Before and after the run we hash what the host plays and the switch play write:
+every file under /etc/netplan, /etc/modules-load.d, /etc/ansible/facts.d and /etc/apt/sources.list.d,
+/etc/hosts, /etc/hostname, the installed packages, the training venv's top level, the live addresses of
+the fabric NIC; and the emulator's persisted running/startup config and its command log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, play_recap, playbook, tail
+
+pytestmark = pytest.mark.lab
+
+# One shell line per host: a digest of everything the host plays could change.
+HOST_STATE = (
+    "set -e; cd /; "
+    "{ find etc/netplan etc/modules-load.d etc/ansible/facts.d etc/apt/sources.list.d -type f 2>/dev/null "
+    "| sort | xargs -r sha256sum; sha256sum etc/hosts etc/hostname; "
+    "dpkg-query -W -f '${Package} ${Version} ${Status}\\n'; ls -la opt/rdma-llm 2>/dev/null || true; "
+    "ip -o addr show dev rdma0; ip -o link show dev rdma0 | sed 's/state [A-Z]*//'; hostname; } | sha256sum"
+)
+
+
+def host_digests(hosts: list[str]) -> dict[str, str]:
+    from lab import cluster
+
+    out = {}
+    for i, host in enumerate(hosts, 1):
+        proc = subprocess.run(
+            cluster.ssh_cmd(cluster.Node(i).mgmt_ip, "sh", "-s"),
+            input=HOST_STATE,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, f"{host}: {proc.stderr[-2000:]}"
+        out[host] = proc.stdout.strip()
+    return out
+
+
+def switch_digest() -> dict[str, str]:
+    from lab import cluster
+
+    out = {}
+    for name in ("state.json", "state.json.commands.jsonl"):
+        path = cluster.SWITCH_DIR / name
+        out[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+    return out
+
+
+def _hosts_yml(inv: Path) -> dict:
+    return yaml.safe_load((inv / "hosts.yml").read_text())
+
+
+def _node(data: dict, name: str) -> dict:
+    return data["all"]["children"]["rdma_nodes"]["hosts"][name]
+
+
+def with_node(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(inv: Path) -> None:
+        data = _hosts_yml(inv)
+        change(_node(data, name))
+        (inv / "hosts.yml").write_text(yaml.safe_dump(data))
+
+    return edit
+
+
+def with_vars(group: str, values: dict) -> Callable[[Path], None]:
+    def edit(inv: Path) -> None:
+        (inv / "group_vars" / group / "zz_bad.yml").write_text(yaml.safe_dump(values))
+
+    return edit
+
+
+def fabric(**iface) -> Callable[[dict], None]:
+    return lambda host: host["cluster_fabric_interfaces"][0].update(iface)
+
+
+# id, edit of the inventory copy, text the failure must contain
+CASES = [
+    (
+        "duplicate-fabric-address",
+        with_node("lab-node2", fabric(addresses=["10.77.250.11/24"])),
+        "lab-node1: cluster_fabric_interfaces has fabric address 10.77.250.11, also on lab-node2",
+    ),
+    (
+        "fabric-on-management-network",
+        with_node("lab-node2", fabric(addresses=["10.77.0.50/24"])),
+        "lab-node2: cluster_fabric_interfaces[rdma0].addresses has 10.77.0.50/24, whose subnet holds the "
+        "management address (ansible_host)",
+    ),
+    (
+        "mtu-above-9216",
+        with_node("lab-node1", fabric(mtu=9300)),
+        "lab-node1: cluster_fabric_interfaces[rdma0].mtu 9300 must lie within 576-9216 (ethernet)",
+    ),
+    (
+        "module-name-injection",
+        with_vars("rdma_nodes", {"rdma_modules_list": ["ib_umad", "rdma_cm; reboot"]}),
+        "rdma_modules_list [1] must be a module name",
+    ),
+    (
+        "cnp-equals-roce-dscp",
+        with_vars("all", {"cluster_cnp_dscp": 26}),
+        "all: cluster_cnp_dscp 26 equals cluster_roce_dscp: CNPs need their own DSCP",
+    ),
+    (
+        "switch-port-mtu-below-hosts",
+        with_vars("switches", {"nxos_roce_qos_mtu": 4000}),
+        "lab-switch: nxos_roce_qos_mtu 4000 is below the hosts' fabric MTU 9000",
+    ),
+    (
+        "switch-description-injection",
+        with_vars(
+            "switches",
+            {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "rank 0\nno system qos"}]},
+        ),
+        "lab-switch: nxos_roce_qos_interfaces Ethernet1/1: description contains a line break",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def lab_inventory(lab_cluster, tmp_path_factory) -> Path:
+    """A pristine copy of inventory/lab (hosts.yml included) that each case copies again and edits."""
+    base = tmp_path_factory.mktemp("lab-inventory") / "lab"
+    shutil.copytree(ROOT / "inventory" / "lab", base)
+    return base
+
+
+@pytest.mark.parametrize(("edit", "message"), [pytest.param(e, m, id=i) for i, e, m in CASES])
+def test_bad_inventory_changes_nothing(lab_cluster, lab_inventory: Path, tmp_path: Path, edit, message) -> None:
+    hosts = list(lab_cluster["hosts"])
+    inv = tmp_path / "lab"
+    shutil.copytree(lab_inventory, inv)
+    edit(inv)
+    before = (host_digests(hosts), switch_digest())
+    proc = playbook("playbooks/site.yml", inventory=inv, timeout=300)
+    after = (host_digests(hosts), switch_digest())
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, tail(proc)
+    assert message in out, f"{message!r} not in the failure:\n{tail(proc)}"
+    # It stopped in the first task of the run: no other task ran on any host.
+    assert "Check the inventory contract" in out and "TASK [common" not in out, tail(proc)
+    recap = play_recap(proc.stdout)
+    assert all(r["changed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
+    assert before == after, json.dumps({"before": before, "after": after}, indent=1)
