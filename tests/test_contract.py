@@ -60,6 +60,13 @@ def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
         "rdma_stack_opensm_ports": "ALL",
         "rdma_netplan_connect_timeout": 60,
         "rdma_netplan_revert_after": 180,
+        # rdma_qos defaults as templated from the example's group_vars/all/qos.yml (CNPs on CoS 2: a 4q switch).
+        "rdma_qos_roce_dscp": 26,
+        "rdma_qos_cnp_dscp": 48,
+        "rdma_qos_pfc_priority": 3,
+        "rdma_qos_cnp_priority": 2,
+        "rdma_qos_roce_bandwidth_percent": 50,
+        "rdma_qos_default_bandwidth_percent": 50,
         **kw,
     }
 
@@ -311,6 +318,56 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         ["n2: cluster_node_rank must be an integer >= 0 (got 'one')"],
     ),
     ("roce-dscp-64", on_all("cluster_roce_dscp", 64), ["all: cluster_roce_dscp must be an integer 0-63 (got 64)"]),
+    (
+        "qos-host-nodrop-differs-from-switch",
+        setv("sw", "nxos_roce_qos_nodrop_cos", 1),
+        [
+            "all: rdma_qos_pfc_priority 3 differs from sw's nxos_roce_qos_nodrop_cos 1: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-host-cnp-class-differs-from-switch",
+        setv("n2", "rdma_qos_cnp_priority", 7),
+        ["n2: rdma_qos_cnp_priority 7 differs from sw's nxos_roce_qos_cnp_qos_group 2: host and switch must agree"],
+    ),
+    (
+        "qos-host-dscp-not-classified",
+        on_all("rdma_qos_roce_dscp", 24),
+        ["all: rdma_qos_roce_dscp 24 is not classified by sw (nxos_roce_qos_roce_dscp [26])"],
+    ),
+    (
+        "qos-host-cnp-dscp-equals-roce",
+        on_all("rdma_qos_cnp_dscp", 26),
+        [
+            "all: rdma_qos_cnp_dscp 26 equals rdma_qos_roce_dscp: CNPs need their own DSCP",
+            "all: rdma_qos_cnp_dscp 26 differs from sw's nxos_roce_qos_cnp_dscp 48: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-host-cnp-priority-is-pfc",
+        setv("n1", "rdma_qos_cnp_priority", 3),
+        [
+            "n1: rdma_qos_cnp_priority 3 equals rdma_qos_pfc_priority: CNPs need their own strict-priority class",
+            "n1: rdma_qos_cnp_priority 3 differs from sw's nxos_roce_qos_cnp_qos_group 2: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-host-priority-0",
+        setv("n1", "rdma_qos_pfc_priority", 0),
+        ["n1: rdma_qos_pfc_priority must be an integer 1-7 (got 0)"],
+    ),
+    (
+        "qos-host-ets-not-100",
+        both(on_all("rdma_qos_roce_bandwidth_percent", 40), setv("sw", "nxos_roce_qos_roce_bandwidth_percent", 40)),
+        [
+            "all: rdma_qos_roce_bandwidth_percent 40 + rdma_qos_default_bandwidth_percent 50 must add up to 100 (the NIC's ETS shares)"
+        ],
+    ),
+    (
+        "qos-cnp-cos-differs",
+        both(setv("n1", "cluster_cnp_cos", 2), setv("sw", "cluster_cnp_cos", 7)),
+        ["all: cluster_cnp_cos differs between hosts (2, 7): the switch and every node must use one value"],
+    ),
     (
         "cnp-equals-roce",
         on_all("cluster_cnp_dscp", 26),

@@ -341,67 +341,6 @@ def test_infiniband_rdma_ports_get_no_roce_tos(tmp_path: Path) -> None:
     assert [d["device"] for d in result["devices"]] == ["mlx5_1"]
 
 
-# ------------------------------------------------------------------------------------------ consistency rules
-GOOD = {
-    "roce_dscp": 26,
-    "cnp_dscp": 48,
-    "pfc_priority": 3,
-    "cnp_priority": 7,
-    "roce_bandwidth": 50,
-    "default_bandwidth": 50,
-    "tos_ecn": 0,
-    "ib_sl": 3,
-}
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({}, None),
-        ({"cnp_dscp": 26}, "rdma_qos_cnp_dscp equals rdma_qos_roce_dscp (26)"),
-        ({"roce_dscp": 64}, "rdma_qos_roce_dscp is 64: expected an integer 0-63"),
-        ({"pfc_priority": 8}, "rdma_qos_pfc_priority is 8: expected an integer 0-7"),
-        ({"pfc_priority": "three"}, "rdma_qos_pfc_priority is 'three'"),
-        ({"cnp_priority": 3}, "rdma_qos_cnp_priority equals rdma_qos_pfc_priority (3)"),
-        ({"pfc_priority": 0}, "rdma_qos_pfc_priority is 0: priority 0 is the default class"),
-        ({"roce_bandwidth": 60}, "the ETS shares must add up to 100"),
-        ({"tos_ecn": 4}, "rdma_qos_tos_ecn is 4"),
-        ({"ib_sl": 16}, "rdma_qos_ib_sl is 16"),
-    ],
-)
-def test_host_rules(change: dict, message: str | None) -> None:
-    errors = rules.rdma_qos_input_errors({**GOOD, **change}, [])
-    if message is None:
-        assert errors == []
-    else:
-        assert any(message in e for e in errors), errors
-
-
-@pytest.mark.parametrize(
-    ("switch", "message"),
-    [
-        ({"nodrop_cos": "3", "cnp_qos_group": 7, "roce_dscp": [26]}, None),
-        ({"roce_dscp": [24, 26]}, None),
-        ({"nodrop_cos": 4}, "sw1: nxos_roce_qos_nodrop_cos is 4 but the hosts use rdma_qos_pfc_priority 3"),
-        ({"cnp_qos_group": 2}, "sw1: nxos_roce_qos_cnp_qos_group is 2 but the hosts use rdma_qos_cnp_priority 7"),
-        ({"roce_dscp": [24]}, "sw1: nxos_roce_qos_roce_dscp [24] does not classify the hosts' RoCE DSCP"),
-        ({"roce_bandwidth": 40}, "nxos_roce_qos_roce_bandwidth_percent is 40"),
-        ({"cnp_dscp": 46}, "nxos_roce_qos_cnp_dscp is 46"),
-    ],
-)
-def test_switch_agreement(switch: dict, message: str | None) -> None:
-    errors = rules.rdma_qos_input_errors(GOOD, [{"name": "sw1", **switch}])
-    if message is None:
-        assert errors == []
-    else:
-        assert any(message in e for e in errors), errors
-
-
-def test_switch_values_take_only_what_the_inventory_sets() -> None:
-    got = rules.rdma_qos_switch_values({"inventory_hostname": "sw1", "nxos_roce_qos_nodrop_cos": 3, "other": 1})
-    assert got == {"name": "sw1", "nodrop_cos": 3}
-
-
 def test_fabric_networks_from_interfaces() -> None:
     interfaces = [
         {

@@ -188,6 +188,9 @@ VARIABLES: tuple[Var, ...] = (
     Var("cluster_roce_dscp", ALL, integer(0, 63)),
     Var("cluster_cnp_dscp", ALL, integer(0, 63)),
     Var("cluster_nodrop_cos", ALL, integer(0, 7)),
+    Var("cluster_cnp_cos", ALL, integer(0, 7)),
+    Var("cluster_roce_bandwidth_percent", ALL, integer(0, 100)),
+    Var("cluster_default_bandwidth_percent", ALL, integer(0, 100)),
     Var("cluster_train_venv", NODES, ABS_PATH),
     # common
     Var("common_hostname", NODES, text(DNS_LABEL_RE, "a hostname (letters, digits, '-', at most 63)")),
@@ -232,6 +235,23 @@ VARIABLES: tuple[Var, ...] = (
     Var("rdma_stack_expected_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
     Var("rdma_stack_expected_devices_strict", NODES, boolean()),
     Var("rdma_stack_local_fact", NODES, boolean()),
+    # rdma_qos (host QoS; cross-field and switch agreement: rule host_qos)
+    Var("rdma_qos_interfaces", NODES, list_of(text(IFNAME_RE, "an interface name"))),
+    Var("rdma_qos_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
+    Var("rdma_qos_link_layer", NODES, choice("ethernet", "infiniband")),
+    Var("rdma_qos_roce_dscp", NODES, integer(0, 63)),
+    Var("rdma_qos_cnp_dscp", NODES, integer(0, 63)),
+    Var("rdma_qos_pfc_priority", NODES, integer(1, 7)),
+    Var("rdma_qos_cnp_priority", NODES, integer(1, 7)),
+    Var("rdma_qos_roce_bandwidth_percent", NODES, integer(0, 100)),
+    Var("rdma_qos_default_bandwidth_percent", NODES, integer(0, 100)),
+    Var("rdma_qos_tos_ecn", NODES, integer(0, 3)),
+    Var("rdma_qos_ib_sl", NODES, integer(0, 15)),
+    Var("rdma_qos_dcb", NODES, boolean()),
+    Var("rdma_qos_dcqcn", NODES, boolean()),
+    Var("rdma_qos_roce_tos", NODES, boolean()),
+    Var("rdma_qos_mark_tcp", NODES, boolean()),
+    Var("rdma_qos_local_fact", NODES, boolean()),
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
@@ -650,7 +670,14 @@ def link_layer(inv: Inventory) -> Iterator[Problem]:
 @rule
 def qos_shared_with_switch(inv: Inventory) -> Iterator[Problem]:
     hosts = inv.members(ALL)
-    for name in ("cluster_roce_dscp", "cluster_cnp_dscp", "cluster_nodrop_cos"):
+    for name in (
+        "cluster_roce_dscp",
+        "cluster_cnp_dscp",
+        "cluster_nodrop_cos",
+        "cluster_cnp_cos",
+        "cluster_roce_bandwidth_percent",
+        "cluster_default_bandwidth_percent",
+    ):
         values = {repr(inv.get(h, name)) for h in hosts if inv.get(h, name) is not None}
         if len(values) > 1:
             yield Problem(
@@ -665,6 +692,71 @@ def qos_shared_with_switch(inv: Inventory) -> Iterator[Problem]:
         if roce is not None and roce == cnp:
             for host in [ALL] if len(members) == len(hosts) > 1 else members:
                 yield Problem(host, "cluster_cnp_dscp", f"{cnp} equals cluster_roce_dscp: CNPs need their own DSCP")
+
+
+# The hosts' QoS (rdma_qos) against each switch's (nxos_roce_qos): (host variable, switch variable).
+QOS_HOST_SWITCH = (
+    ("rdma_qos_pfc_priority", "nxos_roce_qos_nodrop_cos"),
+    ("rdma_qos_cnp_priority", "nxos_roce_qos_cnp_qos_group"),
+    ("rdma_qos_cnp_dscp", "nxos_roce_qos_cnp_dscp"),
+    ("rdma_qos_roce_bandwidth_percent", "nxos_roce_qos_roce_bandwidth_percent"),
+    ("rdma_qos_default_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"),
+)
+
+
+def _host_qos_problems(inv: Inventory, host: str) -> Iterator[tuple[str, str]]:
+    ranges = {
+        "rdma_qos_roce_dscp": (0, 63),
+        "rdma_qos_cnp_dscp": (0, 63),
+        "rdma_qos_pfc_priority": (1, 7),
+        "rdma_qos_cnp_priority": (1, 7),
+        "rdma_qos_roce_bandwidth_percent": (0, 100),
+        "rdma_qos_default_bandwidth_percent": (0, 100),
+    }
+    # Values out of range are the variable rows' to report (no cascades).
+    v = {n: as_int(inv.get(host, n)) for n in ranges}
+    v = {n: x if x is not None and ranges[n][0] <= x <= ranges[n][1] else None for n, x in v.items()}
+    roce, cnp_dscp = v["rdma_qos_roce_dscp"], v["rdma_qos_cnp_dscp"]
+    pfc, cnp = v["rdma_qos_pfc_priority"], v["rdma_qos_cnp_priority"]
+    if roce is not None and roce == cnp_dscp:
+        yield "rdma_qos_cnp_dscp", f"{cnp_dscp} equals rdma_qos_roce_dscp: CNPs need their own DSCP"
+    if pfc is not None and pfc == cnp:
+        yield "rdma_qos_cnp_priority", f"{cnp} equals rdma_qos_pfc_priority: CNPs need their own strict-priority class"
+    roce_bw, default_bw = v["rdma_qos_roce_bandwidth_percent"], v["rdma_qos_default_bandwidth_percent"]
+    if roce_bw is not None and default_bw is not None and roce_bw + default_bw != 100:
+        yield (
+            "rdma_qos_roce_bandwidth_percent",
+            f"{roce_bw} + rdma_qos_default_bandwidth_percent {default_bw} must add up to 100 (the NIC's ETS shares)",
+        )
+    for sw in inv.members(SWITCHES):
+        # Switch values its own rules reject are reported by switch_values (no cascades).
+        rendered = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
+        rejected = {p["var"] for p in _nxos_rules().nxos_roce_qos_validate(rendered)}
+        shares = {"nxos_roce_qos_roce_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"}
+        if rejected & shares:  # the switch reports the pair under one name
+            rejected |= shares
+        dscps = inv.get(sw, "nxos_roce_qos_roce_dscp")
+        if dscps is not None and roce is not None and "nxos_roce_qos_roce_dscp" not in rejected:
+            listed = [as_int(d) for d in dscps] if isinstance(dscps, list) else [as_int(dscps)]
+            if roce not in listed:
+                yield "rdma_qos_roce_dscp", f"{roce} is not classified by {sw} (nxos_roce_qos_roce_dscp {dscps})"
+        for name, sw_name in QOS_HOST_SWITCH:
+            theirs = None if sw_name in rejected else as_int(inv.get(sw, sw_name))
+            if v[name] is not None and theirs is not None and v[name] != theirs:
+                yield name, f"{v[name]} differs from {sw}'s {sw_name} {theirs}: host and switch must agree"
+
+
+@rule
+def host_qos(inv: Inventory) -> Iterator[Problem]:
+    """The hosts' QoS is consistent in itself and is what every switch expects (`all` when every node agrees)."""
+    nodes = inv.members(NODES)
+    seen: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for host in nodes:
+        for name, message in _host_qos_problems(inv, host):
+            seen[(name, message)].append(host)
+    for (name, message), hosts in seen.items():
+        for host in [ALL] if len(hosts) == len(nodes) > 1 else hosts:
+            yield Problem(host, name, message)
 
 
 def _nxos_rules():
