@@ -19,11 +19,15 @@ pytestmark = pytest.mark.lint
 EXAMPLE_VAULT_PASSWORD = "rdma-llm-example"  # documented in inventory/example/group_vars/switches/main.yml
 
 
+# The shared QoS values every inventory carries (group_vars/all/qos.yml), read from the lab inventory.
+QOS = yaml.safe_load((ROOT / "inventory" / "lab" / "group_vars" / "all" / "qos.yml").read_text())
+
+
 def inventory(tmp_path: Path, nodes: dict[str, dict], extra: dict | None = None, switches: dict | None = None) -> Path:
     # Hosts point at a closed loopback port: a check that tried to contact one would fail differently.
     data = {
         "all": {
-            "vars": {"ansible_connection": "ssh", "ansible_port": 9, **(extra or {})},
+            "vars": {"ansible_connection": "ssh", "ansible_port": 9, **QOS, **(extra or {})},
             "children": {"rdma_nodes": {"hosts": nodes}, "switches": {"hosts": switches or {}}},
         }
     }
