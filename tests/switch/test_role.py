@@ -18,6 +18,8 @@ from tests.switch.conftest import FIELD_CONFIG, FIXTURES, ROOT, run_playbook, wr
 pytestmark = pytest.mark.switch
 
 EXAMPLE_VARS = ROOT / "inventory" / "example" / "group_vars" / "switches" / "nxos_roce_qos.yml"
+# The field cluster's shared QoS values (its CNP class is 2 on the 4-queue switch).
+EXAMPLE_QOS = ROOT / "inventory" / "example" / "group_vars" / "all" / "qos.yml"
 
 
 def _check_golden(rendered: str, golden_name: str) -> None:
@@ -183,7 +185,7 @@ def test_rejected_line_fails_the_play_and_rollback_restores_exactly(emulator, sw
 def test_migration_from_the_field_config(start_emulator, switch_run):
     """The field switch: mtu 2240 on the no-drop class, no system qos, no PFC, no CNP class."""
     emu = start_emulator(startup_config=FIELD_CONFIG, hostname="field-leaf1")
-    field_vars = yaml.safe_load(EXAMPLE_VARS.read_text())
+    field_vars = {**yaml.safe_load(EXAMPLE_QOS.read_text()), **yaml.safe_load(EXAMPLE_VARS.read_text())}
     assert "    mtu 2240\n" in emu.running()
     run = switch_run(emu, extra_vars=field_vars)
     assert run.rc == 0, run.explain()
