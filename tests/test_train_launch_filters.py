@@ -25,7 +25,6 @@ def load(name: str, path):
 
 
 F = load("train_launch_filters_under_test", ROLE / "filter_plugins" / "train_launch.py")
-W = load("train_launch_watch_under_test", ROLE / "action_plugins" / "train_launch_watch.py")
 
 
 @pytest.mark.parametrize(
@@ -248,14 +247,14 @@ E1122 20:00:00.1 9 api.py:869] failed (exitcode: -9) local_rank: 0 (pid: 77) of 
 
 
 def test_watch_parses_the_poll() -> None:
-    props, link, metrics, workers = W.parse_poll(POLL)
+    props, link, metrics, workers = F.parse_poll(POLL)
     assert workers == [{"local_rank": 0, "pid": 77, "code": -9, "text": "local rank 0 killed by SIGKILL"}]
     assert props["ExecMainStatus"] == "9"
     assert F.systemd_time(props["ExecMainExitTimestamp"]) == 1795377600.25
     assert F.systemd_time("@1763840000") == 1763840000.0 and F.systemd_time("n/a") is None
     assert link == "up"
     assert metrics == {"kind": "train", "rank": 0, "step": 10}
-    assert W.unit_state(props) == "failed"
+    assert F.unit_state(props) == "failed"
 
 
 @pytest.mark.parametrize(
@@ -270,7 +269,7 @@ def test_watch_parses_the_poll() -> None:
     ],
 )
 def test_unit_state(props, state) -> None:
-    assert W.unit_state(props) == state
+    assert F.unit_state(props) == state
 
 
 def fake_sysfs(root, layer: str, gids: list[tuple[str, str, str]]) -> None:

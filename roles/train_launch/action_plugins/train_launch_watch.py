@@ -29,43 +29,6 @@ _spec = importlib.util.spec_from_file_location(
 filters = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(filters)
 
-PROPS = (
-    "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
-    "ExecMainExitTimestamp,NRestarts"
-)
-
-
-def unit_state(props: dict[str, str]) -> str:
-    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit)."""
-    if props.get("LoadState") == "not-found":
-        return "missing"
-    active = props.get("ActiveState")
-    if active == "failed":
-        return "failed"
-    if active == "active" and props.get("SubState") == "exited":
-        return "completed"
-    if active in ("active", "activating", "deactivating", "reloading"):
-        return "running"
-    return "stopped"
-
-
-def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict]]:
-    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics, and
-    the worker failures torchrun logged in this launch."""
-    props_text, _, rest = stdout.partition("@@link\n")
-    link, _, rest = rest.partition("@@metrics\n")
-    metrics_text, _, failures_text = rest.partition("@@failures\n")
-    props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
-    metrics = None
-    for line in metrics_text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("rank") == 0:
-            metrics = record
-    return props, link.strip(), metrics, filters.worker_failures(failures_text)
-
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
@@ -74,7 +37,7 @@ class ActionModule(ActionBase):
     def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
         marker = f"=== launch {args.get('launch_id', '')} ==="
         script = (
-            f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {PROPS}; echo @@link; "
+            f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {filters.PROPS}; echo @@link; "
             f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
             f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
             f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} f && /failed \\(exitcode: /' "
@@ -89,7 +52,7 @@ class ActionModule(ActionBase):
             raise AnsibleConnectionFailure(result.get("msg", "unreachable"))
         if result.get("rc", 1) != 0:
             raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
-        return parse_poll(result.get("stdout", ""))
+        return filters.parse_poll(result.get("stdout", ""))
 
     def _signal(self, signal_dir: str, host: str, payload: dict) -> None:
         os.makedirs(signal_dir, exist_ok=True)
@@ -133,7 +96,7 @@ class ActionModule(ActionBase):
                 job["workers"] = workers
                 last_contact = time.time()
                 job["unit"] = props
-                job["state"] = unit_state(props)
+                job["state"] = filters.unit_state(props)
                 if link and link not in ("up", "unknown"):
                     if job["link_down_at"] is None:
                         job["link_down_at"] = time.time()

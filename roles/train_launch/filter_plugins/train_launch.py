@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import json
 import math
 import os
 import re
@@ -16,9 +17,9 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-try:
+if "ansible.errors" in sys.modules:  # loaded by Ansible: its own error type
     from ansible.errors import AnsibleFilterError
-except ImportError:  # the pure functions are usable without Ansible
+else:  # loaded by pytest, which must never import ansible (it replaces sys.intern; see tests/test_lint.py)
 
     class AnsibleFilterError(Exception):  # type: ignore[no-redef]
         pass
@@ -296,6 +297,45 @@ def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, A
         done = m.get("status") == "completed"
         return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")
     return head + "starting"
+
+
+# Read by the watch action (action_plugins/train_launch_watch.py); here so pytest needs no ansible import.
+PROPS = (
+    "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
+    "ExecMainExitTimestamp,NRestarts"
+)
+
+
+def unit_state(props: dict[str, str]) -> str:
+    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit)."""
+    if props.get("LoadState") == "not-found":
+        return "missing"
+    active = props.get("ActiveState")
+    if active == "failed":
+        return "failed"
+    if active == "active" and props.get("SubState") == "exited":
+        return "completed"
+    if active in ("active", "activating", "deactivating", "reloading"):
+        return "running"
+    return "stopped"
+
+
+def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict]]:
+    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics, and
+    the worker failures torchrun logged in this launch."""
+    props_text, _, rest = stdout.partition("@@link\n")
+    link, _, rest = rest.partition("@@metrics\n")
+    metrics_text, _, failures_text = rest.partition("@@failures\n")
+    props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
+    metrics = None
+    for line in metrics_text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("rank") == 0:
+            metrics = record
+    return props, link.strip(), metrics, worker_failures(failures_text)
 
 
 class FilterModule:
