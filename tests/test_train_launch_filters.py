@@ -212,7 +212,12 @@ def test_job_outcome(jobs, deadline, outcome, message) -> None:
         (
             12.4,
             {"kind": "train", "rank": 0, "step": 5, "loss_global": 8.1, "tokens_per_s": 1234.5, "lr": 3e-4},
-            "[   12 s] 2/2 hosts running | step 5/30 | loss 8.1 | 1234 tok/s | lr 3.00e-04",
+            "[   12 s] 2/2 hosts running | step 5/30 (17%) | loss 8.1 | 1234 tok/s | lr 3.00e-04",
+        ),
+        (
+            12.4,
+            {"kind": "train", "step": 6, "loss_global": 8.0, "tokens_per_s": 1000, "lr": 3e-4, "eta_s": 3725.4},
+            "[   12 s] 2/2 hosts running | step 6/30 (20%) | eta 1:02:05 | loss 8.0 | 1000 tok/s | lr 3.00e-04",
         ),
         (20, {"kind": "eval", "step": 10, "val_loss": 7.5}, "[   20 s] 2/2 hosts running | step 10 | val loss 7.5"),
         (
@@ -370,3 +375,29 @@ def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:
     nodes = [{"host": "n1"}, {"host": "n2"}]
     assert R.worker_failures(tmp_path, nodes, "B") == ["n2: local rank 0 killed by SIGKILL (pid 7)"]
     assert R.worker_failures(tmp_path, nodes, "A") == ["n2: local rank 0 exit code 1 (pid 5)"]
+
+
+@pytest.mark.parametrize(
+    ("results", "status", "message"),
+    [
+        ([], "off", "no evaluation gate"),
+        ([{"status": "failed", "gate": None}], "off", "no evaluation gate"),
+        ([{"gate": {"status": "off", "checks": []}}], "off", "no evaluation gate"),
+        ([{"gate": {"status": "pass", "checks": []}}] * 2, "pass", "the evaluation gate passed"),
+        (
+            [
+                {"gate": {"status": "pass", "checks": []}},
+                {
+                    "gate": {
+                        "status": "fail",
+                        "checks": [{"check": "max_val_loss", "value": 5.5, "limit": 5.0, "pass": False}],
+                    }
+                },
+            ],
+            "fail",
+            "the evaluation gate failed (max_val_loss: val loss 5.5 > 5.0000)",
+        ),
+    ],
+)
+def test_gate_verdict(results, status, message) -> None:
+    assert F.gate_verdict(results) == {"status": status, "message": message}

@@ -282,14 +282,24 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
     return {"outcome": "running", "message": "ok", "first_failed": None}
 
 
+def _duration(seconds: float) -> str:
+    m, s = divmod(max(round(seconds), 0), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
 def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, Any] | None, max_steps: int) -> str:
     """One progress line from rank 0's latest metrics record (elapsed counts from this launch only)."""
     head = f"[{max(float(elapsed), 0.0):5.0f} s] {running}/{hosts} hosts running | "
     m = metrics or {}
     kind = m.get("kind")
     if kind == "train":
-        return head + "step {}/{} | loss {} | {:.0f} tok/s | lr {:.2e}".format(
-            m.get("step"), max_steps, m.get("loss_global"), float(m.get("tokens_per_s") or 0), float(m.get("lr") or 0)
+        step = int(m.get("step") or 0)
+        pct = f" ({step / max_steps:.0%})" if max_steps else ""
+        # rank 0's ETA is the job's: every rank steps together
+        eta = f" | eta {_duration(float(m['eta_s']))}" if isinstance(m.get("eta_s"), int | float) else ""
+        return head + "step {}/{}{}{} | loss {} | {:.0f} tok/s | lr {:.2e}".format(
+            step, max_steps, pct, eta, m.get("loss_global"), float(m.get("tokens_per_s") or 0), float(m.get("lr") or 0)
         )
     if kind == "eval":
         return head + f"step {m.get('step')} | val loss {m.get('val_loss')}"
@@ -297,6 +307,20 @@ def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, A
         done = m.get("status") == "completed"
         return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")
     return head + "starting"
+
+
+def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The payload's evaluation gate over the collected result.json files (one per node that wrote one):
+    `fail` if any says fail, `pass` if one passed and none failed, else `off` (no gate asked, or no result)."""
+    gates = [r.get("gate") for r in results if isinstance(r, dict) and isinstance(r.get("gate"), dict)]
+    failed = [g for g in gates if g.get("status") == "fail"]
+    if failed:
+        checks = [c for c in failed[0].get("checks", []) if not c.get("pass")]
+        why = "; ".join(f"{c.get('check')}: val loss {c.get('value')} > {c.get('limit'):.4f}" for c in checks)
+        return {"status": "fail", "message": f"the evaluation gate failed ({why})"}
+    if any(g.get("status") == "pass" for g in gates):
+        return {"status": "pass", "message": "the evaluation gate passed"}
+    return {"status": "off", "message": "no evaluation gate"}
 
 
 # Read by the watch action (action_plugins/train_launch_watch.py); here so pytest needs no ansible import.
@@ -349,4 +373,5 @@ class FilterModule:
             "train_launch_worker_failures": worker_failures,
             "train_launch_job_outcome": job_outcome,
             "train_launch_progress_line": progress_line,
+            "train_launch_gate_verdict": gate_verdict,
         }
