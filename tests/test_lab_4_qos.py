@@ -125,7 +125,9 @@ def test_training_traffic_carries_the_roce_dscp(lab_cluster, corpus: Path) -> No
                 "-e",
                 f"run_id={run_id}",
                 "-e",
-                json.dumps({"train_launch_payload": {"batch_size": 4, "block_size": 64, "log_interval": 5, "warmup_steps": 2}}),
+                json.dumps(
+                    {"train_launch_payload": {"batch_size": 4, "block_size": 64, "log_interval": 5, "warmup_steps": 2}}
+                ),
             ],
             cwd=ROOT,
             env=tool_env(),
