@@ -25,6 +25,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lab import cluster  # noqa: E402  (needs the sys.path line above)
 
 
 def start_emulators(workdir: Path, count: int) -> list[tuple[subprocess.Popen, Path, int]]:
@@ -33,27 +36,9 @@ def start_emulators(workdir: Path, count: int) -> list[tuple[subprocess.Popen, P
         state = workdir / f"leaf{index}"
         state.mkdir()
         cmd = [
-            sys.executable,
-            "-m",
-            "lab.nxos_emu",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--port-file",
-            str(state / "port"),
-            "--pid-file",
-            str(state / "pid"),
-            "--state-file",
-            str(state / "state.json"),
+            *cluster.emulator_cmd(state, f"leaf{index}", "admin", "rdma-lab"),
             "--host-key",
             str(workdir / "host_key"),
-            "--hostname",
-            f"leaf{index}",
-            "--username",
-            "admin",
-            "--password",
-            "rdma-lab",
         ]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started.append((proc, state, 0))

@@ -230,6 +230,32 @@ def ssh_cmd(ip: str, *command: str) -> list[str]:
     ]
 
 
+def emulator_cmd(workdir: Path, hostname: str, username: str, password: str, pid_file: str = "pid") -> list[str]:
+    """The emulator's command line on loopback (random port, written to <workdir>/port), state in workdir.
+    The lab, the switch tests and the switch benchmark all start it this way."""
+    return [
+        sys.executable,
+        "-m",
+        "lab.nxos_emu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--port-file",
+        str(workdir / "port"),
+        "--pid-file",
+        str(workdir / pid_file),
+        "--state-file",
+        str(workdir / "state.json"),
+        "--hostname",
+        hostname,
+        "--username",
+        username,
+        "--password",
+        password,
+    ]
+
+
 def start_switch() -> int | None:
     """Start the NX-OS emulator on loopback (random port) as the lab's switch."""
     if not emulator_available():
@@ -239,27 +265,7 @@ def start_switch() -> int | None:
     SWITCH_DIR.mkdir(parents=True, exist_ok=True)
     portfile = SWITCH_DIR / "port"
     portfile.unlink(missing_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "lab.nxos_emu",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--port-file",
-        str(portfile),
-        "--pid-file",
-        str(SWITCH_DIR / "emulator.pid"),
-        "--state-file",
-        str(SWITCH_DIR / "state.json"),
-        "--hostname",
-        SWITCH_NAME,
-        "--username",
-        "admin",
-        "--password",
-        "rdma-lab",
-    ]
+    cmd = emulator_cmd(SWITCH_DIR, SWITCH_NAME, "admin", "rdma-lab", pid_file="emulator.pid")
     logf = open(SWITCH_DIR / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True

@@ -17,6 +17,7 @@ import paramiko
 import pytest
 import yaml
 
+from lab import cluster
 from tests.conftest import ROOT, tool_env
 
 # The lab credentials (inventory/lab/group_vars/switches/main.yml): the tests use the lab group_vars.
@@ -93,29 +94,11 @@ def start_emulator(tmp_path, host_key):
         workdir = tmp_path / name
         workdir.mkdir()
         cmd = [
-            sys.executable,
-            "-m",
-            "lab.nxos_emu",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--port-file",
-            str(workdir / "port"),
-            "--pid-file",
-            str(workdir / "pid"),
-            "--state-file",
-            str(workdir / "state.json"),
+            *cluster.emulator_cmd(workdir, hostname, EMU_USER, EMU_PASSWORD),
             "--command-log",
             str(workdir / "commands.jsonl"),
             "--host-key",
             str(host_key),
-            "--hostname",
-            hostname,
-            "--username",
-            EMU_USER,
-            "--password",
-            EMU_PASSWORD,
             *(extra or []),
         ]
         if startup_config is not None:
