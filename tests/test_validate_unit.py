@@ -205,6 +205,8 @@ def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
     after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
     rung = cv.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["node1"] and rung["value"] == 7
+    # Only the ports read with `show queuing` (the RoCE ports) are judged, not every port the PFC show lists.
+    assert sorted(rung["deltas"]) == ["sw:Ethernet1/1"] and len(rung["checks"]) == 1
     assert "66 PFC pauses received" in rung["reason"]
     skipped = cv.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
     assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]

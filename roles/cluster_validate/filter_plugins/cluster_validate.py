@@ -888,6 +888,8 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
     deltas = {}
     for switch, ports in after.items():
         for port, counters in ports.items():
+            if not any(k.startswith("drops_q") for k in counters):
+                continue  # listed by the PFC show only: not a RoCE port the ladder read (show queuing)
             old = before.get(switch, {}).get(port, {})
             delta = {k: v - old.get(k, 0) for k, v in counters.items()}
             deltas[f"{switch}:{port}"] = delta
