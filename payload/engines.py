@@ -236,6 +236,33 @@ def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None
     model.save_pretrained(str(export_dir))
 
 
+def split_dtensors(tree: dict) -> tuple[dict, dict]:
+    """A nested dict split in two of the same shape: (DTensor leaves, every other leaf)."""
+    from torch.distributed.tensor import DTensor
+
+    sharded, rest = {}, {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            a, b = split_dtensors(value)
+            if a:
+                sharded[key] = a
+            if b:
+                rest[key] = b
+        elif isinstance(value, DTensor):
+            sharded[key] = value
+        else:
+            rest[key] = value
+    return sharded, rest
+
+
+def merge_trees(a: dict, b: dict) -> dict:
+    """The inverse of split_dtensors."""
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = merge_trees(out[key], value) if isinstance(value, dict) and key in out else value
+    return out
+
+
 class FSDPEngine:
     """FSDP2 (torch.distributed.fsdp.fully_shard): parameters, gradients and optimizer state sharded over the
     ranks, each transformer block its own unit (gathered for its forward and backward only). Checkpoints are
@@ -293,27 +320,42 @@ class FSDPEngine:
         self.raw.train()
         return loss
 
-    def _state(self) -> dict:
+    def _state(self) -> tuple[dict, dict]:
+        """(sharded, local): the DTensor leaves, each rank holding its own shard, go through
+        torch.distributed.checkpoint; the rest (optimizer step counts, param groups) is the same on every rank
+        and is saved by each rank beside its shard. DCP would store such replicated items once, in one rank's
+        file, which another node's disk does not have."""
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         model, optim = get_state_dict(self.raw, self.optimizer)
-        return {"model": model, "optim": optim}
+        return split_dtensors({"model": model, "optim": optim})
 
     def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
+        import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
 
-        dcp.save(self._state(), checkpoint_id=str(ckpt_dir / "dcp"))  # collective: every rank its shards
+        sharded, local = self._state()
+        dcp.save(sharded, checkpoint_id=str(ckpt_dir / "dcp"))  # collective: every rank its shards
+        _atomic_save(local, ckpt_dir / f"local_rank{dist.get_rank()}.pt")
+        # Rank 0 wrote the shard index; a node that does not share its disk gets a copy (every rank loads it).
+        index = [(ckpt_dir / "dcp" / ".metadata").read_bytes() if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(index, src=0)
         if writer:
+            if not (ckpt_dir / "dcp" / ".metadata").exists():
+                (ckpt_dir / "dcp" / ".metadata").write_bytes(index[0])
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
     def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
+        import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
-        state = self._state()
+        sharded, _ = self._state()
         if not optimizer:  # --skip_optimizer: weights only, fresh optimizer state
-            del state["optim"]
-        dcp.load(state, checkpoint_id=str(ckpt_dir / "dcp"))
+            del sharded["optim"]
+        dcp.load(sharded, checkpoint_id=str(ckpt_dir / "dcp"))  # into the DTensors, in place
+        local = torch.load(ckpt_dir / f"local_rank{dist.get_rank()}.pt", weights_only=False)
+        state = merge_trees(sharded, local)
         set_model_state_dict(self.raw, state["model"])
         if optimizer:
             set_optimizer_state_dict(self.raw, self.optimizer, state["optim"])

@@ -66,8 +66,8 @@ def token_cache(tmp_path_factory) -> Path:
 def _launcher(tmp: Path):
     jobs: list[Launch] = []
 
-    def start(args: list[str], nproc: int = 2) -> Launch:
-        job = Launch(torchrun_cmd(nproc, args), tmp / f"torchrun-{len(jobs)}.log")
+    def start(args: list[str], nproc: int = 2, node: tuple[int, int, int] | None = None) -> Launch:
+        job = Launch(torchrun_cmd(nproc, args, node), tmp / f"torchrun-{len(jobs)}.log")
         jobs.append(job)
         return job
 
@@ -76,7 +76,7 @@ def _launcher(tmp: Path):
 
 @pytest.fixture
 def launch(tmp_path):
-    """launch(args, nproc=2) -> Launch; every job started here is killed at teardown."""
+    """launch(args, nproc=2, node=None) -> Launch; every job started here is killed at teardown."""
     start, jobs = _launcher(tmp_path)
     yield start
     for job in jobs:

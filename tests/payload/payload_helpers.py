@@ -38,14 +38,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_cmd(nproc: int, args: list[str]) -> list[str]:
+def torchrun_cmd(nproc: int, args: list[str], node: tuple[int, int, int] | None = None) -> list[str]:
+    """One node's torchrun; `node` = (node_rank, nnodes, port) makes it one of several "nodes" on this
+    machine (static rendezvous on 127.0.0.1:port, node 0 hosts the store)."""
+    if node is None:
+        rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}"]
+    else:
+        rank, nnodes, port = node
+        rdzv = [f"--nnodes={nnodes}", f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}"]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         f"--nproc_per_node={nproc}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+        *rdzv,
         "--max-restarts=0",
         str(TRAIN),
         *args,
