@@ -132,6 +132,7 @@ _CHILD_RANK = [
     "match ",
     "set ",
     "mtu ",
+    "speed ",
     "pause ",
     "bandwidth ",
     "priority ",

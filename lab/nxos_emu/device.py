@@ -279,9 +279,18 @@ class Device:
             return None
         return self.running.find(f"policy-map type {ptype} {attached.text.rsplit(' ', 1)[1]}")
 
-    def queue_table(self) -> tuple[dict[int, dict], set[int]]:
-        """Egress queues of the active queuing policy ({group: bandwidth/priority}) and no-drop groups."""
-        policy = self._active_policy("queuing")
+    def _port_queuing_policy(self, port: str) -> Node | None:
+        """The queuing policy attached to the port itself (it overrides the system one), or None."""
+        node = self.running.find(f"interface {port}")
+        attached = node.find("service-policy type queuing output") if node else None
+        if attached is None:
+            return None
+        return self.running.find(f"policy-map type queuing {attached.text.rsplit(' ', 1)[1]}")
+
+    def queue_table(self, port: str | None = None) -> tuple[dict[int, dict], set[int]]:
+        """Egress queues of the queuing policy active on the port (its own, else the system one)
+        ({group: bandwidth/priority}) and the no-drop groups."""
+        policy = (self._port_queuing_policy(port) if port else None) or self._active_policy("queuing")
         classes = policy.children if policy else []
         four = any(re.fullmatch(r"class type queuing c-out-q(\d|-default)", c.key) for c in classes)
         queues: dict[int, dict] = {g: {"bandwidth": 0, "priority": None} for g in range(4 if four else 8)}
@@ -310,9 +319,9 @@ class Device:
             if interface not in ports:
                 raise CliError("% Invalid interface format at '^' marker.")
             ports = [interface]
-        queues, nodrop = self.queue_table()
         out = ["", "slot  1", "=======", "", ""]
         for port in sorted(ports, key=lambda p: natural_key(f"interface {p}")):
+            queues, nodrop = self.queue_table(port)
             out += [*render_queuing(port, queues, nodrop, self.counters), ""]
         return out
 

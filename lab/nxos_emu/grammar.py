@@ -379,6 +379,9 @@ def _config_policy_map(root: Node, node: Node, args: Args, negate: bool) -> Node
     return node.block(key, key, kind)
 
 
+PORT_SPEEDS = ("100", "1000", "10000", "25000", "40000", "50000", "100000", "200000", "400000", "800000")
+
+
 def _interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
     cmd = args.first(
         "mtu",
@@ -386,10 +389,23 @@ def _interface(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
         "shutdown",
         "priority-flow-control",
         "service-policy",
+        "speed",
         "vrf",
         "switchport",
     )
     is_mgmt = node.key.startswith("interface mgmt")
+    if cmd == "speed":
+        # Nexus 9000 port speeds in Mb/s; `auto` (the default) is not shown.
+        tok = args.peek()
+        word = args.word() if not (negate and args.done()) else "auto"
+        args.end()
+        if negate or word == "auto":
+            node.remove("speed")
+            return None
+        if word not in PORT_SPEEDS:
+            raise CliError(INVALID, tok.col if tok else None)
+        node.set_leaf("speed", f"speed {word}")
+        return None
     if cmd == "mtu":
         if negate:
             if not args.done():

@@ -367,3 +367,31 @@ def test_counters_persist_in_the_state_file(tmp_path):
     second.boot()
     assert second.counters.get("Ethernet1/1", 3)["tx-pause"] == 9
     assert second.counters.get("Ethernet1/1", 3)["ecn-marked"] == 4
+
+
+def test_port_speed_and_a_port_queuing_policy(cli, dev):
+    """`speed` is kept (auto, the default, is not shown); a queuing policy attached to a port overrides
+    the system one in that port's `show queuing interface`, and cannot be deleted while attached."""
+    out = run(
+        cli,
+        "configure terminal",
+        "policy-map type queuing Q_25G",
+        "class type queuing c-out-8q-q3",
+        "bandwidth remaining percent 30",
+        "interface Ethernet1/2",
+        "speed 25000",
+        "service-policy type queuing output Q_25G",
+        "interface Ethernet1/3",
+        "speed 25000",
+        "speed auto",
+        "end",
+    )
+    assert errors(out) == []
+    assert "interface Ethernet1/2\n  speed 25000\n  service-policy type queuing output Q_25G\n" in body(dev)
+    assert "interface Ethernet1/3\n\n" in body(dev)
+    assert errors(run(cli, "configure terminal", "interface Ethernet1/2", "speed 12345", "end"))
+    port2 = "\n".join(run(cli, "show queuing interface ethernet 1/2"))
+    port1 = "\n".join(run(cli, "show queuing interface ethernet 1/1"))
+    assert re.search(r"^\s+3\s+30\s", port2, re.M) and not re.search(r"^\s+3\s+30\s", port1, re.M)
+    out = run(cli, "configure terminal", "no policy-map type queuing Q_25G")
+    assert errors(out) == ["ERROR: policy-map Q_25G is attached to interface Ethernet1/2"]

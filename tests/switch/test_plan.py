@@ -36,10 +36,12 @@ def _golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"converged managed blocks differ from {path} (UPDATE_GOLDEN=1 rewrites it)"
 
 
-def converge(start: str | None, intent: str, marking: str, hostname: str = "leaf1") -> tuple[Device, list[str]]:
+def converge(
+    start: str | None, intent: str, marking: str, hostname: str = "leaf1", queuing: str | None = None
+) -> tuple[Device, list[str]]:
     dev = Device(DeviceInfo(hostname=hostname))
     dev.boot(start)
-    commands = engine.plan(dev.body_text(dev.running), intent, marking)["commands"]
+    commands = engine.plan(dev.body_text(dev.running), intent, marking, queuing)["commands"]
     cli = dev.new_session()
     for line in ["configure terminal", *commands, "end"]:
         out = cli.handle(line)
@@ -51,14 +53,18 @@ STARTS = {
     "factory": None,
     "role-v1": (FIXTURES / "start-role-v1.cfg").read_text(),
     "stale": (FIXTURES / "start-stale.cfg").read_text(),
+    # The role before per-speed ECN thresholds: one queuing policy under system qos, none per port.
+    "role-v2": (FIXTURES / "start-role-v2.cfg").read_text(),
+    # A port on another speed's policy, an unused per-speed policy of the role, a foreign policy.
+    "speeds": (FIXTURES / "start-speeds.cfg").read_text(),
     "converged": DEFAULT_INTENT,
 }
 
 
 @pytest.mark.parametrize("start", STARTS.values(), ids=STARTS.keys())
 def test_every_start_converges_to_the_golden_blocks(start):
-    dev, commands = converge(start, DEFAULT_INTENT, "ROCE_QOS_MARKING")
-    again = engine.plan(dev.body_text(dev.running), DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    dev, commands = converge(start, DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    again = engine.plan(dev.body_text(dev.running), DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
     assert again["commands"] == [], "a second plan after the push is empty"
     assert again["before"] == again["after"]
     _golden("converged-default.cfg", again["before"])
@@ -87,6 +93,7 @@ def test_stale_lines_are_removed_and_foreign_lines_kept():
     assert (
         "interface Ethernet1/1\n  description rack A node 1\n  priority-flow-control mode on\n"
         "  priority-flow-control watch-dog-interval on\n  mtu 9216\n"
+        "  service-policy type queuing output ROCE_QUEUING_100G\n"
         "  service-policy type qos input ROCE_QOS_MARKING\n  shutdown\n" in running
     ), "user lines of a managed port (description, shutdown) stay"
     assert "interface Ethernet1/3\n  description was a RoCE port\n  mtu 9216\n\n" in running
@@ -123,3 +130,29 @@ def test_match_type_change_recreates_the_class_maps():
     running = dev.body_text(dev.running)
     assert "match-all" not in running
     assert "  class ROCE\n    set qos-group 3\n  class CNP\n    set qos-group 7\n  class class-default\n" in running
+
+
+def test_ports_move_to_the_policy_of_their_speed_and_unused_speed_policies_go():
+    dev, commands = converge(STARTS["speeds"], DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    # Ethernet1/2 is re-pointed in place (no `no` line, the port keeps an egress policy throughout),
+    # then the role's policies no port uses are deleted, after the port left them.
+    port = commands.index("interface Ethernet1/2")
+    assert commands[port + 1] == "service-policy type queuing output ROCE_QUEUING_100G"
+    assert commands[-2:] == [
+        "no policy-map type queuing ROCE_QUEUING_25G",
+        "no policy-map type queuing ROCE_QUEUING_40G",
+    ]
+    running = dev.body_text(dev.running)
+    assert "policy-map type queuing OTHER_QUEUING_25G\n" in running, "a foreign policy stays"
+    assert "ROCE_QUEUING_25G" not in running and "ROCE_QUEUING_40G" not in running
+    planned = engine.plan(STARTS["speeds"], DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    assert "-policy-map type queuing ROCE_QUEUING_40G\n" in planned["unified_diff"]
+    assert "-  service-policy type queuing output ROCE_QUEUING_25G\n" in planned["unified_diff"]
+
+
+def test_role_v2_gains_a_queuing_policy_per_speed_without_touching_the_system_one():
+    _dev, commands = converge(STARTS["role-v2"], DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    assert "policy-map type queuing ROCE_QUEUING_100G" in commands
+    assert "policy-map type queuing ROCE_QUEUING" not in commands, "the system-wide policy is unchanged"
+    assert commands.count("service-policy type queuing output ROCE_QUEUING_100G") == 2
+    assert not [c for c in commands if c.startswith("no ")], commands

@@ -121,7 +121,7 @@ def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switc
     )
     assert (
         "interface Ethernet1/2\n  priority-flow-control mode on\n  priority-flow-control watch-dog-interval on\n"
-        "  mtu 9216\n"
+        "  mtu 9216\n  service-policy type queuing output ROCE_QUEUING_100G\n"
         "  service-policy type qos input ROCE_QOS_MARKING" in running
     )
     assert emulator.startup() == running, "saved to startup after the post-check"
@@ -277,3 +277,47 @@ def test_leaf_and_spine_converge_in_one_run_with_the_same_policy(start_emulator,
     assert "interface Ethernet1/1\n  description leaf1 Ethernet1/8\n  priority-flow-control mode on\n" in spine_running
     assert "interface Ethernet1/2\n\n" in spine_running, "the spine has no host ports"
     assert "service-policy type queuing output ROCE_QUEUING" in spine_running
+
+
+def test_ecn_thresholds_follow_each_port_speed(start_emulator, switch_run, tmp_path):
+    """Ports of three speeds: each gets the queuing policy of its speed; when a speed leaves the
+    fabric its policy is deleted after the ports left it; a third run sends no config command."""
+    startup = tmp_path / "speeds.cfg"
+    startup.write_text("interface Ethernet1/1\n  speed 40000\ninterface Ethernet1/2\n  speed 25000\n")
+    emu = start_emulator(startup_config=startup)
+    ports = [{"name": "Ethernet1/1"}, {"name": "Ethernet1/2", "speed": 25000}, {"name": "Ethernet1/3", "speed": 10000}]
+    run = switch_run(emu, extra_vars={"nxos_roce_qos_interfaces": ports})
+    assert run.rc == 0, run.explain()
+    result = run.fact("lab-switch", "nxos_roce_qos_result")
+    assert result["passed"], result
+    passed = {c["name"] for c in result["checks"] if c["passed"]}
+    assert {f"speed_policy ROCE_QUEUING_{s}" for s in ("10G", "25G", "100G")} <= passed, passed
+    running = emu.running()
+    for port, policy in (("1/1", "100G"), ("1/2", "25G"), ("1/3", "10G")):
+        block = re.search(rf"interface Ethernet{port}\n((?:  .*\n)+)", running).group(1)
+        assert f"  service-policy type queuing output ROCE_QUEUING_{policy}\n" in block, (port, block)
+    q25 = re.search(r"policy-map type queuing ROCE_QUEUING_25G\n((?:  .*\n)+)", running).group(1)
+    assert "random-detect minimum-threshold 38 kbytes maximum-threshold 750 kbytes" in q25
+    # The system-wide policy keeps the thresholds of nxos_roce_qos_port_speed (100G).
+    system = re.search(r"policy-map type queuing ROCE_QUEUING\n((?:  .*\n)+)", running).group(1)
+    assert "minimum-threshold 150 kbytes maximum-threshold 3000 kbytes" in system
+    # Ethernet1/1 runs at 40G but its item has no speed (100G thresholds): said, not failed.
+    assert any("Ethernet1/1" in w and "speed 40000" in w for w in result["warnings"]), result["warnings"]
+
+    mark = len(emu.log())
+    ports = [{"name": "Ethernet1/1", "speed": 40000}, {"name": "Ethernet1/2", "speed": 25000}, {"name": "Ethernet1/3"}]
+    second = switch_run(emu, extra_vars={"nxos_roce_qos_interfaces": ports})
+    assert second.rc == 0, second.explain()
+    second_result = second.fact("lab-switch", "nxos_roce_qos_result")
+    assert second_result["passed"] and second_result["warnings"] == [], second_result
+    commands = second_result["commands"]
+    assert commands[-1] == "no policy-map type queuing ROCE_QUEUING_10G", commands
+    assert commands.index("interface Ethernet1/3") < len(commands) - 1, "the port leaves the policy first"
+    running = emu.running()
+    assert "ROCE_QUEUING_10G" not in running and "policy-map type queuing ROCE_QUEUING_40G\n" in running
+    assert [e for e in emu.log()[mark:] if e["result"] == "error"] == []
+
+    mark = len(emu.log())
+    third = switch_run(emu, extra_vars={"nxos_roce_qos_interfaces": ports})
+    assert third.rc == 0 and third.stats("lab-switch")["changed"] == 0, third.explain()
+    assert emu.config_commands(since=mark) == []

@@ -148,3 +148,74 @@ def test_numbers_and_lists_out_of_range_are_refused(var, value):
     assert var in {p["var"] for p in found} or (
         var == "nxos_roce_qos_ecn_min_threshold_kbytes" and found[0]["var"] == var
     ), found
+
+
+TABLE = {10000: {"min_kbytes": 15, "max_kbytes": 300}, 100000: {"min_kbytes": 150, "max_kbytes": 3000}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "var", "text"),
+    [
+        ({"nxos_roce_qos_port_speed": 25000}, "nxos_roce_qos_port_speed", "with a row"),
+        (
+            {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "speed": 25000}]},
+            "nxos_roce_qos_interfaces",
+            "speed 25000 has no row",
+        ),
+        ({"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "speed": 12345}]}, "nxos_roce_qos_interfaces", "one of"),
+        (
+            {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "speed": "100000\nno system qos"}]},
+            "nxos_roce_qos_interfaces",
+            "one of",
+        ),
+        (
+            {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 25000: {"min_kbytes": 800, "max_kbytes": 700}}},
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "min <= max",
+        ),
+        (
+            {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 30000: {"min_kbytes": 1, "max_kbytes": 2}}},
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "speed 30000",
+        ),
+        (
+            {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 25000: {"min_kbytes": 38}}},
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "min_kbytes, max_kbytes",
+        ),
+        ({"nxos_roce_qos_ecn_thresholds_by_speed": {}}, "nxos_roce_qos_ecn_thresholds_by_speed", "non-empty"),
+        ({"nxos_roce_qos_queuing_policy": "Q" * 36}, "nxos_roce_qos_queuing_policy", "at most 35"),
+    ],
+)
+def test_speed_table_and_port_speeds_are_checked(changes, var, text):
+    found = problems(**{"nxos_roce_qos_ecn_thresholds_by_speed": TABLE, "nxos_roce_qos_port_speed": 100000, **changes})
+    assert [p["var"] for p in found] == [var], found
+    assert text in found[0]["msg"], found
+
+
+def test_ports_get_the_queuing_policy_of_their_speed():
+    spec = importlib.util.spec_from_file_location(
+        "nxos_roce_qos_filters", ROOT / "roles" / "nxos_roce_qos" / "filter_plugins" / "nxos_roce_qos.py"
+    )
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    ports = [
+        {"name": "Ethernet1/1"},
+        {"name": "Ethernet1/2", "speed": 10000},
+        {"name": "Ethernet1/3", "speed": "100000"},
+    ]
+    # Table keys as strings too (a table passed through -e JSON has string keys).
+    table = {"10000": TABLE[10000], 100000: TABLE[100000]}
+    planned = filters.nxos_roce_qos_speed_policies(ports, table, 100000, "ROCE_QUEUING")
+    assert planned == {
+        "policies": [
+            {"name": "ROCE_QUEUING_10G", "speed": 10000, "min_kbytes": 15, "max_kbytes": 300},
+            {"name": "ROCE_QUEUING_100G", "speed": 100000, "min_kbytes": 150, "max_kbytes": 3000},
+        ],
+        "ports": {
+            "Ethernet1/1": "ROCE_QUEUING_100G",
+            "Ethernet1/2": "ROCE_QUEUING_10G",
+            "Ethernet1/3": "ROCE_QUEUING_100G",
+        },
+    }
+    assert filters.speed_label(1000) == "1G" and filters.speed_label(400000) == "400G"

@@ -21,6 +21,7 @@ options:
   running: {description: Text of show running-config., required: true, type: str}
   intent: {description: Path of the rendered intent file (controller)., required: true, type: path}
   marking_policy: {description: Input qos policy that marks a port as the role's., required: true, type: str}
+  queuing_policy: {description: System queuing policy; its per-speed variants no port uses are deleted., type: str}
 """
 
 
@@ -48,7 +49,7 @@ class ActionModule(ActionBase):
         try:
             with open(args["intent"], encoding="utf-8") as handle:
                 intent = handle.read()
-            planned = _engine().plan(args["running"], intent, args["marking_policy"])
+            planned = _engine().plan(args["running"], intent, args["marking_policy"], args.get("queuing_policy"))
         except (OSError, ValueError) as exc:
             raise AnsibleActionFail(f"nxos_roce_qos_plan: {exc}") from exc
         result.update(planned)

@@ -1,4 +1,7 @@
-"""Post-check of the nxos_roce_qos role: read NX-OS show output back into a structured result.
+"""Post-check of the nxos_roce_qos role, and the per-speed queuing policies it renders.
+
+`nxos_roce_qos_speed_policies(interfaces, table, default_speed, prefix)` decides which queuing
+policy each RoCE port gets: one policy per port speed in use, carrying that speed's ECN thresholds.
 
 `nxos_roce_qos_postcheck(running, pfc, expected)` takes the text of `show running-config`, of
 `show interface priority-flow-control` (None where the switch does not support it) and the role's
@@ -15,6 +18,32 @@ name: nxos_roce_qos_postcheck
 short_description: Check NX-OS show output against the nxos_roce_qos policy
 description: Parses `show running-config` and `show interface priority-flow-control`.
 """
+
+
+def speed_label(mbps: int) -> str:
+    """NX-OS port speed (Mb/s, as the `speed` command takes it) -> the suffix of its policy name."""
+    return f"{mbps // 1000}G" if mbps % 1000 == 0 else f"{mbps}M"
+
+
+def nxos_roce_qos_speed_policies(interfaces, table, default_speed, prefix):
+    """One queuing policy per port speed in use: {"policies": [{name, speed, min_kbytes, max_kbytes}]
+    (ascending speed), "ports": {port: policy name}}. A port without `speed` has `default_speed`.
+    The values were validated before (nxos_roce_qos_validate), so a missing row is a KeyError."""
+    rows = {int(speed): row for speed, row in (table or {}).items()}
+    policies = {}
+    ports = {}
+    for item in interfaces or []:
+        speed = int(item.get("speed") or default_speed)
+        row = rows[speed]
+        name = f"{prefix}_{speed_label(speed)}"
+        policies[speed] = {
+            "name": name,
+            "speed": speed,
+            "min_kbytes": int(row["min_kbytes"]),
+            "max_kbytes": int(row["max_kbytes"]),
+        }
+        ports[item["name"]] = name
+    return {"policies": [policies[speed] for speed in sorted(policies)], "ports": ports}
 
 
 def _tree(text):
@@ -173,7 +202,20 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
             "global `priority-flow-control watch-dog-interval on`",
         )
 
+    for policy in expected.get("speed_policies") or []:
+        block = _block(tree, f"policy-map type queuing {policy['name']}") or {}
+        ecn = _find(block.get(f"class type queuing {expected['roce_queue']}") or {}, "random-detect ")
+        thresholds = f"minimum-threshold {policy['min_kbytes']} kbytes maximum-threshold {policy['max_kbytes']} kbytes"
+        check(
+            f"speed_policy {policy['name']}",
+            ecn is not None and thresholds in ecn and ecn.endswith(" ecn"),
+            f"{policy['name']} marks ECN on {expected['roce_queue']} at {policy['min_kbytes']}-"
+            f"{policy['max_kbytes']} KB ({speed_label(policy['speed'])} ports; found {ecn})",
+        )
+
     unverified = []
+    warnings = []
+    port_policies = expected.get("port_queuing") or {}
     if pfc is None:
         unverified.append(
             "PFC operational state per port (`show interface priority-flow-control` is not supported here)"
@@ -193,9 +235,23 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         watchdog_ok = not expected.get("pfc_watchdog_per_port") or (
             block is not None and "priority-flow-control watch-dog-interval on" in block
         )
+        queuing_policy = port_policies.get(name)
+        queuing_ok = queuing_policy is None or (
+            block is not None and f"service-policy type queuing output {queuing_policy}" in block
+        )
+        # The port's `speed` line (absent when it auto-negotiates) against the speed its ECN
+        # thresholds were chosen for.
+        want_speed = int(item.get("speed") or expected.get("port_speed") or 0)
+        speed_line = _find(block, "speed ")
+        if speed_line and want_speed and speed_line != f"speed {want_speed}":
+            warnings.append(
+                f"{name} is configured with `{speed_line}` but its ECN thresholds are those of speed "
+                f"{want_speed} (set `speed` in its nxos_roce_qos_interfaces item)"
+            )
         config_ok = (
             mode_ok
             and watchdog_ok
+            and queuing_ok
             and (if_mtu == 1500 or f"mtu {if_mtu}" in block)
             and f"service-policy type qos input {expected['marking_policy']}" in block
         )
@@ -204,7 +260,8 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
             config_ok,
             f"{name}: PFC mode {mode}"
             + (", PFC watchdog" if expected.get("pfc_watchdog_per_port") else "")
-            + f", mtu {if_mtu}, input policy {expected['marking_policy']}",
+            + f", mtu {if_mtu}, input policy {expected['marking_policy']}"
+            + (f", queuing policy {queuing_policy}" if queuing_policy else ""),
         )
         if pfc is None:
             continue
@@ -217,9 +274,18 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         )
 
     failed = [c["name"] for c in checks if not c["passed"]]
-    return {"passed": not failed, "failed": failed, "checks": checks, "unverified": unverified}
+    return {
+        "passed": not failed,
+        "failed": failed,
+        "checks": checks,
+        "unverified": unverified,
+        "warnings": warnings,
+    }
 
 
 class FilterModule:
     def filters(self):
-        return {"nxos_roce_qos_postcheck": nxos_roce_qos_postcheck}
+        return {
+            "nxos_roce_qos_postcheck": nxos_roce_qos_postcheck,
+            "nxos_roce_qos_speed_policies": nxos_roce_qos_speed_policies,
+        }

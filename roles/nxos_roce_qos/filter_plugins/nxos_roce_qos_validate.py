@@ -31,6 +31,8 @@ DESCRIPTION_MAX = 254
 # Characters the interactive CLI interprets inside a line.
 CLI_SPECIAL = {";": "chains a second command", "?": "asks the CLI for help", "|": "starts an output filter"}
 SCHEMES = {"8q": [1, 2, 3, 4, 5, 6, 7], "4q": [1, 2, 3]}
+# Values of the interface `speed` command on Nexus 9000 (Mb/s).
+SPEEDS = (1000, 10000, 25000, 40000, 50000, 100000, 200000, 400000, 800000)
 NAME_VARS = (
     "nxos_roce_qos_roce_class",
     "nxos_roce_qos_cnp_class",
@@ -81,8 +83,9 @@ def name_problem(value):
     return None
 
 
-def interface_problem(item, index, mtu_default):
-    """Problems of one nxos_roce_qos_interfaces item (a dict with name, mtu, description)."""
+def interface_problem(item, index, mtu_default, speeds=None):
+    """Problems of one nxos_roce_qos_interfaces item (a dict with name, mtu, description, speed);
+    `speeds` are the speeds the ECN threshold table has rows for."""
     where = f"item {index}"
     if not isinstance(item, dict):
         return [f"{where} must be a dict with a name, got {item!r}"]
@@ -94,7 +97,7 @@ def interface_problem(item, index, mtu_default):
         )
     else:
         where = name
-    unknown = sorted(set(item) - {"name", "mtu", "description"})
+    unknown = sorted(set(item) - {"name", "mtu", "description", "speed"})
     if unknown:
         problems.append(f"{where}: unknown keys {unknown}")
     if as_int(item.get("mtu", mtu_default), 576, 9216, even=True) is None:
@@ -103,7 +106,36 @@ def interface_problem(item, index, mtu_default):
         why = text_problem(item["description"])
         if why:
             problems.append(f"{where}: description {why}")
+    if item.get("speed") not in (None, ""):
+        speed = as_int(item["speed"], 1000, 800000)
+        if speed not in SPEEDS:
+            problems.append(f"{where}: speed must be one of {list(SPEEDS)} (Mb/s), got {item['speed']!r}")
+        elif speeds and speed not in speeds:
+            problems.append(
+                f"{where}: speed {speed} has no row in nxos_roce_qos_ecn_thresholds_by_speed ({sorted(speeds)})"
+            )
     return problems
+
+
+def threshold_table_problems(table):
+    """Problems of nxos_roce_qos_ecn_thresholds_by_speed ({speed: {min_kbytes, max_kbytes}}) and the
+    speeds it has rows for."""
+    if not isinstance(table, dict) or not table:
+        return [f"must be a non-empty dict speed (Mb/s) -> {{min_kbytes, max_kbytes}}, got {table!r}"], set()
+    problems, speeds = [], set()
+    for key, row in table.items():
+        speed = as_int(key, 1000, 800000) if not isinstance(key, str) or key.isdigit() else None
+        if speed not in SPEEDS:
+            problems.append(f"speed {key!r} must be one of {list(SPEEDS)} (Mb/s)")
+            continue
+        speeds.add(speed)
+        if not isinstance(row, dict) or set(row) != {"min_kbytes", "max_kbytes"}:
+            problems.append(f"{speed}: must be {{min_kbytes, max_kbytes}}, got {row!r}")
+            continue
+        low, high = as_int(row["min_kbytes"], 1, 64000), as_int(row["max_kbytes"], 1, 64000)
+        if low is None or high is None or low > high:
+            problems.append(f"{speed}: min_kbytes and max_kbytes must be 1-64000 with min <= max, got {row!r}")
+    return problems, speeds
 
 
 def nxos_roce_qos_validate(values):
@@ -185,13 +217,33 @@ def nxos_roce_qos_validate(values):
     if not isinstance(checkpoint, str) or not CHECKPOINT_RE.fullmatch(checkpoint):
         bad("nxos_roce_qos_checkpoint_file", f"must be bootflash:<name> ([A-Za-z0-9_.-]), got {checkpoint!r}")
 
+    speeds = None
+    if "nxos_roce_qos_ecn_thresholds_by_speed" in values:
+        table_problems, speeds = threshold_table_problems(values["nxos_roce_qos_ecn_thresholds_by_speed"])
+        for msg in table_problems:
+            bad("nxos_roce_qos_ecn_thresholds_by_speed", msg)
+        port_speed = as_int(values.get("nxos_roce_qos_port_speed", 100000), 1000, 800000)
+        if speeds and port_speed not in speeds:
+            bad(
+                "nxos_roce_qos_port_speed",
+                f"must be a speed (Mb/s) with a row in nxos_roce_qos_ecn_thresholds_by_speed ({sorted(speeds)}), "
+                f"got {values.get('nxos_roce_qos_port_speed')!r}",
+            )
+        # Per-speed policies are named <queuing policy>_<speed>G: the name must stay within 40 characters.
+        queuing = values.get("nxos_roce_qos_queuing_policy")
+        if isinstance(queuing, str) and NAME_RE.fullmatch(queuing) and len(queuing) > 40 - len("_800G"):
+            bad(
+                "nxos_roce_qos_queuing_policy",
+                f"must be at most 35 characters (per-speed policies add _<N>G), got {queuing!r}",
+            )
+
     interfaces = values.get("nxos_roce_qos_interfaces", [])
     if not isinstance(interfaces, list):
         bad("nxos_roce_qos_interfaces", f"must be a list, got {type(interfaces).__name__}")
         interfaces = []
     seen = set()
     for index, item in enumerate(interfaces):
-        for msg in interface_problem(item, index, mtu):
+        for msg in interface_problem(item, index, mtu, speeds):
             bad("nxos_roce_qos_interfaces", msg)
         name = item.get("name") if isinstance(item, dict) else None
         if name in seen:

@@ -2,7 +2,7 @@
 
 Pure Python (stdlib only), imported by the action plugin action_plugins/nxos_roce_qos_plan.py (which runs on
 the controller with no connection and reads the rendered intent file) and by tests/switch/test_plan.py.
-`plan(running, intent, marking_policy)` returns
+`plan(running, intent, marking_policy, queuing_policy=None)` returns
 
 - `commands`: the configuration lines in the order they are sent, removals (`no ...`) before
   additions in every block, and `config`, the same lines indented under their parents (the file
@@ -12,9 +12,10 @@ the controller with no connection and reads the rendered intent file) and by tes
 
 Managed blocks are the intent's top-level lines (global PFC watchdog, the class-maps and policy-maps
 it names, `system qos`, its interfaces) plus ports that carry the role's input policy but left the
-port list. Inside class-maps, policy-maps and `system qos` the role owns every line; inside an
-interface only the lines it sets (`OWNED_INTERFACE_KEYS`), so `shutdown`, addresses, `switchport`
-and the like stay. Everything outside these blocks is never touched.
+port list, and the per-speed queuing policies (`<queuing_policy>_<N>G`) no port uses any more,
+which are deleted after the ports left them. Inside class-maps, policy-maps and `system qos` the
+role owns every line; inside an interface only the lines it sets (`OWNED_INTERFACE_KEYS`), so
+`shutdown`, addresses, `switchport` and the like stay. Everything outside these blocks is never touched.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ OWNED_INTERFACE_KEYS = (
     "mtu",
     "priority-flow-control mode",
     "priority-flow-control watch-dog-interval",
+    "service-policy type queuing output",
     "service-policy type qos input",
 )
 # Lines that never count (comments, banners NX-OS prints before the config).
@@ -168,7 +170,7 @@ def _recreate_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[
     return commands
 
 
-def plan(running_text: str, intent_text: str, marking_policy: str) -> dict:
+def plan(running_text: str, intent_text: str, marking_policy: str, queuing_policy: str | None = None) -> dict:
     original = {key(n.line): n for n in parse(running_text)}
     running = parse(running_text)
     intent = parse(intent_text)
@@ -220,6 +222,15 @@ def plan(running_text: str, intent_text: str, marking_policy: str) -> dict:
         after = Node(have.line)
         after.children = [c for c in before.children if c not in removed]
         after_nodes.append(after)
+    # Per-speed queuing policies of the role (`<queuing_policy>_<N>G`) that the intent no longer has:
+    # deleted last, once no port carries them.
+    if queuing_policy:
+        stale = re.compile(rf"policy-map type queuing {re.escape(queuing_policy)}_\d+[GM]")
+        intent_lines = {n.line for n in intent}
+        for have in running:
+            if stale.fullmatch(have.line) and have.line not in intent_lines:
+                commands.append((0, f"no {have.line}"))
+                before_nodes.append(have)
     before_text = "\n".join(render(before_nodes)) + "\n"
     after_text = "\n".join(render(after_nodes)) + "\n"
     unified = "".join(

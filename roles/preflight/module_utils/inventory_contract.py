@@ -789,6 +789,8 @@ NXOS_RENDERED = (
     "nxos_roce_qos_ecn_max_threshold_kbytes",
     "nxos_roce_qos_ecn_drop_probability",
     "nxos_roce_qos_ecn_weight",
+    "nxos_roce_qos_ecn_thresholds_by_speed",
+    "nxos_roce_qos_port_speed",
     "nxos_roce_qos_roce_class",
     "nxos_roce_qos_cnp_class",
     "nxos_roce_qos_marking_policy",
