@@ -27,7 +27,40 @@ def _atomic_save(obj, path: Path) -> None:
     tmp.replace(path)
 
 
-class DDPEngine:
+class _TorchEngine:
+    """What DDP and FSDP share: AdamW over the bare module, the optimizer step, the evaluation forward."""
+
+    autocast = contextlib.nullcontext()
+
+    def _adamw(self, model, cfg: TrainConfig, device: torch.device):
+        return torch.optim.AdamW(
+            param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda"
+        )
+
+    def step(self, lr: float | None) -> torch.Tensor:
+        """The optimizer step; returns the gradient norm as a device tensor (reading it would wait for the
+        GPU: train.py reads it once per log interval)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor, the global norm
+        return norm.detach()
+
+    def current_lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    @torch.no_grad()
+    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.raw.eval()
+        with self.autocast:
+            loss = model_loss(self.raw, x, y, self.fast)
+        self.raw.train()
+        return loss
+
+
+class DDPEngine(_TorchEngine):
     name = "ddp"
 
     def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
@@ -43,12 +76,7 @@ class DDPEngine:
             module = DDP(module, device_ids=[device.index] if device.type == "cuda" else None)
         self.model = module
         self.distributed = world_size > 1
-        self.optimizer = torch.optim.AdamW(
-            param_groups(self.raw, cfg.weight_decay),
-            lr=cfg.lr,
-            betas=(cfg.beta1, cfg.beta2),
-            fused=device.type == "cuda",
-        )
+        self.optimizer = self._adamw(self.raw, cfg, device)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-batch of an optimizer step.
@@ -58,27 +86,6 @@ class DDPEngine:
                 loss = model_loss(self.model, x, y, self.fast)
             (loss / self.cfg.grad_accum).backward()
         return loss.detach()
-
-    def step(self, lr: float | None) -> torch.Tensor:
-        """The optimizer step; returns the gradient norm as a device tensor (reading it would wait for the
-        GPU: train.py reads it once per log interval)."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return norm.detach()
-
-    def current_lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    @torch.no_grad()
-    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        self.raw.eval()
-        with self.autocast:
-            loss = model_loss(self.raw, x, y, self.fast)
-        self.raw.train()
-        return loss
 
     # Model and optimizer are identical on every rank, so one writer per node is enough (see train.py).
     def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
@@ -263,7 +270,7 @@ def merge_trees(a: dict, b: dict) -> dict:
     return out
 
 
-class FSDPEngine:
+class FSDPEngine(_TorchEngine):
     """FSDP2 (torch.distributed.fsdp.fully_shard): parameters, gradients and optimizer state sharded over the
     ranks, each transformer block its own unit (gathered for its forward and backward only). Checkpoints are
     sharded too (torch.distributed.checkpoint: every rank writes its shard, no rank holds the whole model)."""
@@ -287,12 +294,7 @@ class FSDPEngine:
         self.raw = model
         self.compiled = use_compile(cfg, device)
         self.model = torch.compile(model) if self.compiled else model
-        self.optimizer = torch.optim.AdamW(
-            param_groups(model, cfg.weight_decay),
-            lr=cfg.lr,
-            betas=(cfg.beta1, cfg.beta2),
-            fused=device.type == "cuda",
-        )
+        self.optimizer = self._adamw(model, cfg, device)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are reduce-scattered only on the last micro-batch of an optimizer step.
@@ -300,25 +302,6 @@ class FSDPEngine:
         loss = model_loss(self.model, x, y, self.fast)
         (loss / self.cfg.grad_accum).backward()
         return loss.detach()
-
-    def step(self, lr: float | None) -> torch.Tensor:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor: the global norm
-        return norm.detach()
-
-    def current_lr(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
-
-    @torch.no_grad()
-    def evaluate_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        self.raw.eval()
-        loss = model_loss(self.raw, x, y, self.fast)
-        self.raw.train()
-        return loss
 
     def _state(self) -> tuple[dict, dict]:
         """(sharded, local): the DTensor leaves, each rank holding its own shard, go through
