@@ -401,3 +401,94 @@ def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:
 )
 def test_gate_verdict(results, status, message) -> None:
     assert F.gate_verdict(results) == {"status": status, "message": message}
+
+
+ALLREDUCE_OK = {"rc": 0, "stdout_lines": ['{"ok": true, "host": "a", "world_size": 2, "seconds": 0.4, "error": null}']}
+
+
+@pytest.mark.parametrize(
+    ("registered", "expected"),
+    [
+        ({"a": ALLREDUCE_OK, "b": ALLREDUCE_OK}, [("a", True, None), ("b", True, None)]),
+        # the check's own error line wins over anything else it printed
+        (
+            {
+                "a": ALLREDUCE_OK,
+                "b": {
+                    "rc": 2,
+                    "stdout_lines": ["warming up", '{"ok": false, "error": "b could not reach node 0 (a)"}'],
+                    "stderr": "Traceback ...",
+                },
+            },
+            [("a", True, None), ("b", False, "b could not reach node 0 (a)")],
+        ),
+        # no JSON line: the module's message, then stderr, then "no output"
+        ({"a": {"rc": 1, "msg": "non-zero return code", "stdout_lines": []}}, [("a", False, "non-zero return code")]),
+        ({"a": {"rc": 137, "stdout_lines": ["{broken"], "stderr": "Killed"}}, [("a", False, "Killed")]),
+        ({"a": {}}, [("a", False, "no output")]),
+        ({"a": {"rc": 1, "stderr": "x" * 500}}, [("a", False, "x" * 300)]),
+    ],
+)
+def test_allreduce_results(registered, expected) -> None:
+    hostvars = {h: {"__train_launch_reg_allreduce": r} for h, r in registered.items()}
+    got = F.allreduce_results(list(registered), hostvars)
+    assert [(r["host"], r["ok"], r["detail"]) for r in got] == expected
+    assert [r["text"] for r in got if not r["ok"]] == [f"{h}: {d}" for h, ok, d in expected if not ok]
+
+
+def test_manifest_nodes_in_rank_order_for_the_play_hosts_only() -> None:
+    hostvars = {
+        "n1": {
+            "__train_launch_node_rank": "1",
+            "__train_launch_fabric_if": "rdma0",
+            "__train_launch_fabric_ip": "10.0.0.2",
+            "__train_launch_unit": "rdma-llm-train-x",
+            "__train_launch_reg_watch": {"job": {"state": "completed"}},
+            "__train_launch_reg_stop": {"changed": True},
+            "__train_launch_reg_ckpt_list": {"files": [{"path": "/r/step_0000020"}, {"path": "/r/step_0000010"}]},
+            "__train_launch_env": {"NCCL_SOCKET_IFNAME": "rdma0"},
+        },
+        "n0": {"__train_launch_node_rank": 0, "__train_launch_fabric_if": "rdma0", "__train_launch_unit": "u"},
+        "gone": {"__train_launch_node_rank": 2},
+    }
+    nodes = F.manifest_nodes(["n0", "n1", "gone"], ["n0", "n1"], hostvars)
+    assert [n["host"] for n in nodes] == ["n0", "n1"]
+    n0, n1 = nodes
+    assert n0 == {
+        "host": "n0",
+        "node_rank": 0,
+        "fabric_interface": "rdma0",
+        "fabric_address": None,
+        "nproc_per_node": None,
+        "gpus": None,
+        "rdma": None,
+        "environment": {},
+        "command": [],
+        "versions": {},
+        "unit": "u",
+        "job": None,
+        "stopped": False,
+        "checkpoints": [],
+    }
+    assert n1["node_rank"] == 1
+    assert n1["job"] == {"state": "completed"}
+    assert n1["stopped"] is True
+    assert n1["checkpoints"] == ["/r/step_0000010", "/r/step_0000020"]
+    assert n1["environment"] == {"NCCL_SOCKET_IFNAME": "rdma0"}
+
+
+@pytest.mark.parametrize(
+    ("per_host", "expected"),
+    [
+        ([], ""),
+        ([[]], ""),
+        ([["step_0000010", "step_0000020"]], "step_0000020"),
+        ([["step_0000010", "step_0000020"], ["step_0000010"]], "step_0000010"),
+        ([["step_0000010"], ["step_0000020"]], ""),
+        # by step number, not by name: an unpadded name sorts wrong as text
+        ([["step_99", "step_100"], ["step_100", "step_99"]], "step_100"),
+        ([["step_0000010", "latest"], ["latest", "step_0000010"]], "step_0000010"),
+    ],
+)
+def test_common_checkpoint(per_host, expected) -> None:
+    assert F.common_checkpoint(per_host) == expected

@@ -1,7 +1,8 @@
 """Decisions of the train_launch role as pure functions (tested in tests/test_train_launch_filters.py).
 
 rank order, the payload config (validated by the payload's own payload/config.py), the NCCL/gloo
-environment, the job outcome from the units' status, the progress line and the manifest's node entries.
+environment, the job outcome from the units' status, the progress line, the pre-flight all-reduce report,
+the manifest's node entries and the checkpoint a resume starts from.
 """
 
 from __future__ import annotations
@@ -323,6 +324,76 @@ def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": "off", "message": "no evaluation gate"}
 
 
+def allreduce_results(hosts: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """Each host's pre-flight all-reduce from its registered command (`__train_launch_reg_allreduce`): `ok`
+    (rc 0) and, for a failure, `detail`: the check's own error (its last JSON line on stdout), else the
+    module's message, its stderr, or "no output"; `text` is "host: detail"."""
+    out = []
+    for host in hosts:
+        reg = hostvars.get(host, {}).get("__train_launch_reg_allreduce") or {}
+        ok = reg.get("rc", 1) == 0
+        record = None
+        for line in reg.get("stdout_lines") or []:
+            if line.startswith("{"):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+        if isinstance(record, dict) and record.get("error"):
+            detail = str(record["error"])
+        elif ok:
+            detail = None
+        else:
+            detail = str(reg.get("msg") or reg.get("stderr") or "no output")[:300]
+        out.append({"host": host, "ok": ok, "detail": detail, "text": f"{host}: {detail}"})
+    return out
+
+
+def manifest_nodes(nodes: list[str], play_hosts_all: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """The manifest's node entries, in rank order, for the launch's nodes that were in the play: what each
+    node was given (rank, fabric, environment, command), what ran (unit, job) and what it kept (checkpoints)."""
+    out = []
+    for host in nodes:
+        if host not in play_hosts_all:
+            continue
+        hv = hostvars.get(host, {})
+        watch = hv.get("__train_launch_reg_watch") or {}
+        stop = hv.get("__train_launch_reg_stop") or {}
+        ckpts = hv.get("__train_launch_reg_ckpt_list") or {}
+        out.append(
+            {
+                "host": host,
+                "node_rank": int(hv.get("__train_launch_node_rank")),
+                "fabric_interface": hv.get("__train_launch_fabric_if"),
+                "fabric_address": hv.get("__train_launch_fabric_ip"),
+                "nproc_per_node": hv.get("__train_launch_nproc"),
+                "gpus": hv.get("__train_launch_gpus"),
+                "rdma": hv.get("__train_launch_rdma"),
+                "environment": hv.get("__train_launch_env") or {},
+                "command": hv.get("__train_launch_command") or [],
+                "versions": hv.get("__train_launch_versions") or {},
+                "unit": hv.get("__train_launch_unit"),
+                "job": watch.get("job"),
+                "stopped": bool(stop.get("changed", False)),
+                "checkpoints": sorted(f["path"] for f in ckpts.get("files") or []),
+            }
+        )
+    return out
+
+
+_STEP = re.compile(r"step_(\d+)$")
+
+
+def common_checkpoint(per_host: list[list[str]]) -> str:
+    """The newest checkpoint (`step_<n>` directory name) present on every host, by step number; "" when
+    no checkpoint is on all of them (or there are no hosts)."""
+    if not per_host:
+        return ""
+    common = set(per_host[0]).intersection(*per_host[1:])
+    steps = [(int(m[1]), name) for name in common if (m := _STEP.search(name))]
+    return max(steps)[1] if steps else ""
+
+
 # Read by the watch action (action_plugins/train_launch_watch.py); here so pytest needs no ansible import.
 PROPS = (
     "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
@@ -374,4 +445,7 @@ class FilterModule:
             "train_launch_job_outcome": job_outcome,
             "train_launch_progress_line": progress_line,
             "train_launch_gate_verdict": gate_verdict,
+            "train_launch_allreduce_results": allreduce_results,
+            "train_launch_manifest_nodes": manifest_nodes,
+            "train_launch_common_checkpoint": common_checkpoint,
         }
