@@ -192,6 +192,27 @@ DONE = {"state": "completed", "unit": unit("active", "exited", exited="@100")}
             "job failed on n2: local rank 0 killed by SIGKILL (torchrun exit code 1) (then on n1)",
         ),
         (
+            # A full disk on n2: both ranks exit 1 (n1's collective breaks a moment later, or earlier), but
+            # only n2's payload named an error.
+            {
+                "n1": {
+                    "state": "failed",
+                    "ended": 10.0,
+                    "unit": unit("failed", "failed", "exit-code", "1", "1"),
+                    "workers": [{"code": 1, "text": "local rank 0 exit code 1", "error": None}],
+                },
+                "n2": {
+                    "state": "failed",
+                    "ended": 10.4,
+                    "unit": unit("failed", "failed", "exit-code", "1", "1"),
+                    "workers": [{"code": 1, "text": "local rank 0 exit code 1", "error": "the disk is full"}],
+                },
+            },
+            False,
+            "failed",
+            "job failed on n2: local rank 0 exit code 1 (torchrun exit code 1): the disk is full (then on n1)",
+        ),
+        (
             {"n1": {"state": "stopped", "ended": 1.0}, "n2": DONE},
             False,
             "failed",
@@ -253,7 +274,9 @@ E1122 20:00:00.1 9 api.py:869] failed (exitcode: -9) local_rank: 0 (pid: 77) of 
 
 def test_watch_parses_the_poll() -> None:
     props, link, metrics, workers = F.parse_poll(POLL)
-    assert workers == [{"local_rank": 0, "pid": 77, "code": -9, "text": "local rank 0 killed by SIGKILL"}]
+    assert workers == [
+        {"local_rank": 0, "pid": 77, "code": -9, "text": "local rank 0 killed by SIGKILL", "time": None, "error": None}
+    ]
     assert props["ExecMainStatus"] == "9"
     assert F.systemd_time(props["ExecMainExitTimestamp"]) == 1795377600.25
     assert F.systemd_time("@1763840000") == 1763840000.0 and F.systemd_time("n/a") is None
@@ -358,23 +381,59 @@ def test_report_lists_each_restart_of_this_launch_with_cause_and_steps_lost() ->
         rec(21, "resume", step=10),
         rec(22, "train", step=15),
     ]
-    failures = ["lab-node2: local rank 0 (pid 7) killed by SIGKILL"]
+    # The survivor (node1, listed first) logged its worker's failure too, earlier than the victim's agent.
+    failures = [
+        {"host": "lab-node1", "text": "local rank 0 exit code 1", "pid": 5, "code": 1, "time": 14.0},
+        {"host": "lab-node2", "text": "local rank 0 killed by SIGKILL", "pid": 7, "code": -9, "time": 14.5},
+    ]
     got = R.restarts(rank0, 10, failures)
-    assert got == [{"time": 20, "last_step_before": 17, "resumed_at_step": 10, "steps_lost": 7, "cause": failures[0]}]
+    cause = "lab-node2: local rank 0 killed by SIGKILL (pid 7)"
+    assert got == [{"time": 20, "last_step_before": 17, "resumed_at_step": 10, "steps_lost": 7, "cause": cause}]
     assert R.restarts(rank0, 10, [])[0]["cause"].startswith("unknown")
     assert R.restarts(rank0[:6], 10, []) == []
+    # Exit codes only (a rank raised): the earliest failure is the cause.
+    exits = [{**failures[0], "time": 15.0}, {**failures[1], "code": 3, "text": "local rank 0 exit code 3"}]
+    assert R.restarts(rank0, 10, exits)[0]["cause"] == "lab-node2: local rank 0 exit code 3 (pid 7)"
+    # A failure logged after the restart belongs to a later one, not to this.
+    late = [failures[0], {**failures[1], "time": 30.0}]
+    assert R.restarts(rank0, 10, late)[0]["cause"] == "lab-node1: local rank 0 exit code 1 (pid 5)"
 
 
 def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:
     logs = tmp_path / "n2" / "logs"
     logs.mkdir(parents=True)
-    line = "E1122 20:00:00.1 9 api.py:869] failed (exitcode: {}) local_rank: 0 (pid: {}) of binary: /venv/bin/python"
+    # torchrun 2.13's line (recorded in the lab): glog prefix with the UTC month-day and time, no year.
+    line = "E1122 20:00:0{} 9 api.py:1002] failed (exitcode: {}) local_rank: 0 (pid: {}) of binary: /venv/bin/python"
     (logs / "torchrun.log").write_text(
-        "=== launch A ===\n" + line.format(1, 5) + "\n=== launch B ===\n" + line.format(-9, 7) + "\n"
+        "=== launch A ===\n" + line.format("0.1", 1, 5) + "\n=== launch B ===\n" + line.format("1.5", -9, 7) + "\n"
     )
     nodes = [{"host": "n1"}, {"host": "n2"}]
-    assert R.worker_failures(tmp_path, nodes, "B") == ["n2: local rank 0 killed by SIGKILL (pid 7)"]
-    assert R.worker_failures(tmp_path, nodes, "A") == ["n2: local rank 0 exit code 1 (pid 5)"]
+    near = 1795377600.0  # 2026-11-22 20:00:00 UTC
+    (got,) = R.worker_failures(tmp_path, nodes, "B", near)
+    assert got["host"] == "n2" and got["text"] == "local rank 0 killed by SIGKILL" and got["pid"] == 7
+    assert got["time"] == pytest.approx(near + 1.5)
+    assert [f["text"] for f in R.worker_failures(tmp_path, nodes, "A")] == ["local rank 0 exit code 1"]
+    assert R.worker_failures(tmp_path, nodes, "A")[0]["time"] is None  # no epoch to take the year from
+
+
+def test_worker_failure_carries_the_payloads_own_error_line() -> None:
+    failed = "E1122 20:00:0{} 9 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: {}) of binary: /venv/bin/python"
+    text = "\n".join(
+        [
+            "[rank1]: error: saving checkpoint /r/out/checkpoints/step_0000020 failed: the disk is full: free space",
+            failed.format(1, 5),
+            "Traceback (most recent call last):",
+            failed.format(9, 6),  # a later failure with no error line of its own
+        ]
+    )
+    first, second = F.worker_failures(text)
+    assert first["error"].endswith("failed: the disk is full: free space") and second["error"] is None
+    assert F.first_failure([{**second, "time": 1.0}, {**first, "time": 2.0}])["pid"] == 5
+
+
+def test_log_time_takes_the_year_nearest_the_run() -> None:
+    assert F.log_time("1231", "23:59:59.5", 1798761600.0) == pytest.approx(1798761599.5)  # 2027-01-01 00:00 UTC
+    assert F.log_time(None, None, 1798761600.0) is None
 
 
 @pytest.mark.parametrize(
@@ -492,3 +551,51 @@ def test_manifest_nodes_in_rank_order_for_the_play_hosts_only() -> None:
 )
 def test_common_checkpoint(per_host, expected) -> None:
     assert F.common_checkpoint(per_host) == expected
+
+
+def _node(host="n1", rank=0, df="Avail\n 5000\n", listeners="", peers="n2 10.0.0.2 ok\n"):
+    return {
+        "host": host,
+        "rank": rank,
+        "ckpt_dir": "/r/out/checkpoints",
+        "df": df,
+        "listeners": listeners,
+        "fabric_if": "rdma0",
+        "mtu": 9000,
+        "peers": peers,
+    }
+
+
+@pytest.mark.parametrize(
+    ("nodes", "problems"),
+    [
+        ([_node(), _node("n2", 1, peers="n1 10.0.0.1 ok\n")], []),
+        (
+            [_node(df="Avail\n  63\n")],
+            ["n1: 63 MiB free in /r/out/checkpoints (need train_launch_min_free_mb=64 for checkpoints)"],
+        ),
+        (
+            [_node(df="df: /r/out/checkpoints: No such file or directory")],
+            ["n1: free space in /r/out/checkpoints unknown"],
+        ),
+        (
+            # ss -Htln 'sport = :29500' on node 0 (iproute2 6.1), a leftover torchrun holding the port
+            [_node(listeners="LISTEN 0      1024         0.0.0.0:29500      0.0.0.0:*   \n")],
+            ["n1: rendezvous port 29500 is in use (LISTEN 0 1024 0.0.0.0:29500 0.0.0.0:*)"],
+        ),
+        ([_node("n2", 1, listeners="LISTEN 0 1024 0.0.0.0:29500 0.0.0.0:*")], []),  # only node 0 hosts it
+        (
+            [_node(peers="n2 10.0.0.2 none\nn3 10.0.0.3 small\n")],
+            [
+                "n1: n2 (10.0.0.2) does not answer on rdma0",
+                "n1: n3 (10.0.0.3) answers on rdma0 only below its MTU 9000",
+            ],
+        ),
+        ([_node(peers="- - noping\n")], ["n1: ping is not installed"]),
+    ],
+)
+def test_preflight_problems(nodes, problems) -> None:
+    got = F.preflight_problems(nodes, 64, 29500)
+    assert len(got) == len(problems), got
+    for g, want in zip(got, problems, strict=True):
+        assert g.startswith(want), got

@@ -40,8 +40,9 @@ class ActionModule(ActionBase):
             f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {filters.PROPS}; echo @@link; "
             f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
             f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
-            f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} f && /failed \\(exitcode: /' "
-            f"{shlex.quote(args['run_dir'] + '/logs/torchrun.log')} 2>/dev/null | tail -n 5; true"
+            f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
+            "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
+            f"{shlex.quote(args['run_dir'] + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; true"
         )
         result = self._execute_module(
             module_name="ansible.builtin.command",
@@ -91,6 +92,7 @@ class ActionModule(ActionBase):
         link_grace = float(args.get("link_grace", 45))
         while True:
             polls += 1
+            lost = ""
             try:
                 props, link, metrics, workers = self._poll(args, task_vars)
                 job["workers"] = workers
@@ -115,11 +117,16 @@ class ActionModule(ActionBase):
                     elapsed = time.time() - since
                     display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
             except (AnsibleConnectionFailure, AnsibleError) as e:
+                lost = str(e)[:200]
                 if time.time() - last_contact > lost_after:
-                    job.update(state="unreachable", why=f"unreachable for {lost_after:.0f} s ({str(e)[:200]})")
+                    job.update(state="unreachable", why=f"unreachable for {lost_after:.0f} s ({lost})")
             if job["state"] == "running" and job["link_down_at"] and time.time() - job["link_down_at"] > link_grace:
                 # The collective would hang until its timeout: end the watch now, the role stops the job.
                 job["state"] = "failed"
+            if job["state"] == "unreachable":
+                job["ended"] = last_contact
+                self._signal(signal_dir, host, job)
+                break
             if job["state"] != "running":
                 job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
                 if job["link_down_at"] is not None:
@@ -131,6 +138,12 @@ class ActionModule(ActionBase):
             ]
             if peers:
                 peer = peers[0]["host"]
+                silent = time.time() - last_contact
+                if lost and silent > 2 * interval:
+                    # Out of touch (two polls missed) while a peer's job ended: this host is likely why (its
+                    # ranks' peers lost it), so say so rather than report it as running.
+                    job.update(state="unreachable", ended=last_contact, why=f"unreachable for {silent:.0f} s ({lost})")
+                    self._signal(signal_dir, host, job)
                 break
             if time.time() > deadline:
                 timed_out = True

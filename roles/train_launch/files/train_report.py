@@ -34,30 +34,39 @@ sys.modules[_spec.name] = filters
 _spec.loader.exec_module(filters)
 
 
-def restarts(rank0: list[dict], launched: float | None, failures: list[str]) -> list[dict]:
+def restarts(rank0: list[dict], launched: float | None, failures: list[dict]) -> list[dict]:
     """Every automatic restart of this launch: rank 0 started again and resumed from a checkpoint.
 
     Steps lost = the last step rank 0 logged before the restart minus the checkpoint step it resumed at.
-    `failures` are the worker failures torchrun logged on the hosts (the causes), in order."""
+    `failures` are the worker failures torchrun logged on every host (worker_failures); the cause of a restart
+    is the one where it started (filters.first_failure) among those logged since the previous start."""
     events = sorted((r for r in rank0 if not launched or r["time"] >= float(launched)), key=lambda r: r["time"])
     starts = [i for i, r in enumerate(events) if r.get("kind") == "start"]
     out = []
     for n, i in enumerate(starts[1:]):
         before = [r["step"] for r in events[:i] if r.get("kind") == "train"]
         resumed = next((r["step"] for r in events[i:] if r.get("kind") == "resume"), None)
+        since, until = events[starts[n]]["time"], events[i]["time"]
+        # Untimed lines (no log prefix) count for every restart; a timed one for the restart that follows it.
+        window = [f for f in failures if f.get("time") is None or since - 1 <= f["time"] <= until + 1]
+        first = filters.first_failure(window)
         out.append(
             {
                 "time": events[i]["time"],
                 "last_step_before": before[-1] if before else None,
                 "resumed_at_step": resumed,
                 "steps_lost": max(before[-1] - resumed, 0) if before and resumed is not None else None,
-                "cause": failures[n] if n < len(failures) else "unknown (see the hosts' torchrun logs)",
+                "cause": f"{first['host']}: {first['text']} (pid {first['pid']})"
+                + (f": {first['error']}" if first.get("error") else "")
+                if first
+                else "unknown (see the hosts' torchrun logs)",
             }
         )
     return out
 
 
-def worker_failures(run: Path, nodes: list[dict], launch_id: str | None) -> list[str]:
+def worker_failures(run: Path, nodes: list[dict], launch_id: str | None, near: float | None = None) -> list[dict]:
+    """Worker failures torchrun logged in this launch on every host (filters.worker_failures, with `host`)."""
     out = []
     for node in nodes:
         log = run / node["host"] / "logs" / "torchrun.log"
@@ -65,8 +74,7 @@ def worker_failures(run: Path, nodes: list[dict], launch_id: str | None) -> list
         # The log grows over the launches of a run; the role marks where each begins.
         if launch_id:
             text = text.rpartition(f"=== launch {launch_id} ===")[2].partition("=== launch ")[0]
-        for f in filters.worker_failures(text):
-            out.append(f"{node['host']}: {f['text']} (pid {f['pid']})")
+        out.extend({**f, "host": node["host"]} for f in filters.worker_failures(text, near))
     return out
 
 
@@ -119,7 +127,9 @@ def summarise(run: Path) -> dict:
         "total_s": round(
             max(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 0.0), 1
         ),
-        "restarts": restarts(rank0, launched, worker_failures(run, manifest["nodes"], manifest.get("launch_id"))),
+        "restarts": restarts(
+            rank0, launched, worker_failures(run, manifest["nodes"], manifest.get("launch_id"), launched)
+        ),
         "results": results,
         "curves": {
             "train": [[r["step"], r.get("loss_global")] for r in train],

@@ -169,6 +169,8 @@ def nccl_env(
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "OMP_NUM_THREADS": str(max(int(threads), 1)),
         "PYTHONUNBUFFERED": "1",
+        # torch logs in local time without a zone: UTC on every host makes the hosts' logs comparable.
+        "TZ": "UTC",
     }
     devices = rdma.get("devices") or []
     if rdma.get("hca"):
@@ -189,8 +191,14 @@ def nccl_env(
     return env
 
 
-# torchrun's elastic agent, when a worker dies: "failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..."
-WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+# torchrun's elastic agent, when a worker dies: "E1122 22:09:19.425000 4232 torch/.../api.py:1002] failed
+# (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..." (the prefix is the log time, month-day and local time;
+# the job's environment sets TZ=UTC so every host logs in UTC).
+WORKER_FAILED = re.compile(
+    r"^(?:[DIWEF](?P<md>\d{4}) (?P<hms>\d{2}:\d{2}:\d{2}(?:\.\d+)?) .*?)?"
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)",
+    re.M,
+)
 
 
 def exit_text(code: int) -> str:
@@ -203,17 +211,63 @@ def exit_text(code: int) -> str:
     return f"exit code {code}"
 
 
-def worker_failures(text: str) -> list[dict[str, Any]]:
-    """The worker failures torchrun logged, in order: local rank, pid, exit code, text."""
-    return [
-        {
-            "local_rank": int(m[2]),
-            "pid": int(m[3]),
-            "code": int(m[1]),
-            "text": f"local rank {m[2]} {exit_text(int(m[1]))}",
-        }
-        for m in WORKER_FAILED.finditer(text)
-    ]
+def log_time(month_day: str | None, hms: str | None, near: float | None) -> float | None:
+    """Epoch of a torch log prefix (MMDD HH:MM:SS.us, UTC, no year): the year that puts it nearest `near`."""
+    if not month_day or not hms or near is None:
+        return None
+    year = datetime.fromtimestamp(float(near), UTC).year
+    best = None
+    for y in (year - 1, year, year + 1):
+        try:
+            fmt = "%Y%m%d %H:%M:%S.%f" if "." in hms else "%Y%m%d %H:%M:%S"
+            stamp = datetime.strptime(f"{y}{month_day} {hms}", fmt)
+        except ValueError:
+            continue
+        t = stamp.replace(tzinfo=UTC).timestamp()
+        if best is None or abs(t - near) < abs(best - near):
+            best = t
+    return best
+
+
+# The payload's own last word before it exits on a failure it understood (payload/train.py RunError: a full
+# disk, bad data, a corrupt checkpoint), as a worker's stderr line, "[rank1]: " prefixed or not.
+PAYLOAD_ERROR = re.compile(r"^(?:\[rank\d+\]:\s*)?error: (?P<error>.+)$", re.M)
+
+
+def worker_failures(text: str, near: float | None = None) -> list[dict[str, Any]]:
+    """The worker failures torchrun logged, in order: local rank, pid, exit code, text, the log time as an
+    epoch when the line carries it (`near`: any epoch of the same run, to supply the year), and `error`, the
+    payload's own error line logged before it, if any."""
+    errors = [(m.start(), m["error"].strip()) for m in PAYLOAD_ERROR.finditer(text)]
+    out, seen = [], 0
+    for m in WORKER_FAILED.finditer(text):
+        before = [e for at, e in errors if seen <= at < m.start()]
+        seen = m.end()
+        out.append(
+            {
+                "local_rank": int(m["rank"]),
+                "pid": int(m["pid"]),
+                "code": int(m["code"]),
+                "text": f"local rank {m['rank']} {exit_text(int(m['code']))}",
+                "time": log_time(m["md"], m["hms"], near),
+                "error": before[-1] if before else None,
+            }
+        )
+    return out
+
+
+def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where a failure started among workers that died together: a worker killed by a signal is a cause (its
+    peers then exit with an error when the collective breaks), and within each kind the earliest."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (not _is_cause(f), math.inf if f.get("time") is None else f["time"]))
+
+
+def _is_cause(failure: dict[str, Any]) -> bool:
+    """A worker killed by a signal, or one that ended on an error the payload named (its peers only see the
+    collective break)."""
+    return failure.get("code", 0) < 0 or bool(failure.get("error"))
 
 
 def systemd_time(value: str) -> float | None:
@@ -255,7 +309,7 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
         # workers then fail with an exit code. Within each kind, the earliest end.
         def rank(hj):
             job = hj[1]
-            killed = any(f.get("code", 0) < 0 for f in job.get("workers") or [])
+            killed = any(_is_cause(f) for f in job.get("workers") or [])
             cause = killed or job.get("state") in ("unreachable", "missing") or bool(job.get("why"))
             return (0 if cause else 1, job.get("ended") or math.inf, hj[0])
 
@@ -272,7 +326,8 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
         else:
             why = f"torchrun {_exit_text(first.get('unit', {}))}"
             if first.get("workers"):
-                why = f"{first['workers'][-1]['text']} ({why})"
+                worker = first["workers"][-1]
+                why = f"{worker['text']} ({why})" + (f": {worker['error']}" if worker.get("error") else "")
         others = [h for h, _ in order[1:]]
         msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
         return {"outcome": "failed", "message": msg, "first_failed": first_host}
@@ -308,6 +363,48 @@ def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, A
         done = m.get("status") == "completed"
         return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")
     return head + "starting"
+
+
+def preflight_problems(nodes: list[dict[str, Any]], min_free_mb: int, rdzv_port: int) -> list[str]:
+    """Every reason not to launch, all hosts at once, each naming its host: too little free space where the
+    checkpoints go, the rendezvous port already taken on node 0, a peer's fabric address that does not answer
+    from this host's fabric NIC (or only below the NIC's MTU: a path with a smaller MTU drops full frames).
+
+    Each node: `host`, `rank`, `ckpt_dir`, `df` (stdout of `df --output=avail -m`), `listeners` (stdout of
+    `ss -Htln sport = :port`, node 0), `fabric_if`, `mtu`, `peers` (stdout of the peer probe: one line
+    `<host> <ip> ok|small|none` per peer, see tasks/check.yml)."""
+    out = []
+    for node in nodes:
+        host = node["host"]
+        lines = [x.strip() for x in str(node.get("df") or "").splitlines() if x.strip()]
+        try:
+            free = int(lines[-1])
+        except (IndexError, ValueError):
+            out.append(f"{host}: free space in {node.get('ckpt_dir')} unknown (df said {' '.join(lines)[:120]!r})")
+        else:
+            if free < int(min_free_mb):
+                out.append(
+                    f"{host}: {free} MiB free in {node.get('ckpt_dir')} "
+                    f"(need train_launch_min_free_mb={min_free_mb} for checkpoints)"
+                )
+        listeners = str(node.get("listeners") or "").strip()
+        if int(node.get("rank", 1)) == 0 and listeners:
+            out.append(f"{host}: rendezvous port {rdzv_port} is in use ({' '.join(listeners.split())[:160]})")
+        for line in str(node.get("peers") or "").splitlines():
+            parts = line.split()
+            if len(parts) != 3 or parts[2] == "ok":
+                continue
+            peer, ip, how = parts
+            if how == "noping":
+                out.append(f"{host}: ping is not installed: the fabric addresses cannot be checked (iputils-ping)")
+            elif how == "small":
+                out.append(
+                    f"{host}: {peer} ({ip}) answers on {node.get('fabric_if')} only below its MTU {node.get('mtu')}"
+                    " (a smaller MTU on the path drops full-size frames)"
+                )
+            else:
+                out.append(f"{host}: {peer} ({ip}) does not answer on {node.get('fabric_if')}")
+    return out
 
 
 def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -448,4 +545,5 @@ class FilterModule:
             "train_launch_allreduce_results": allreduce_results,
             "train_launch_manifest_nodes": manifest_nodes,
             "train_launch_common_checkpoint": common_checkpoint,
+            "train_launch_preflight_problems": preflight_problems,
         }

@@ -1,0 +1,111 @@
+"""Faults during a lab training run (after test_lab_3_train): each ends in bounded time, with logs from every
+host collected and no training process left; the recoverable ones finish the run at max_steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import ROOT, tool_env
+from tests.test_lab_3_train import (  # noqa: F401
+    ARTIFACTS,
+    KILL,
+    corpus,
+    no_training_processes,
+    payload,
+    ssh,
+    train,
+)
+
+pytestmark = pytest.mark.lab
+
+
+def start_train(*extra: str) -> subprocess.Popen:
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", "-e", "model=tiny"]
+    return subprocess.Popen(
+        [*cmd, "-e", "deadline=900", *extra],
+        cwd=ROOT,
+        env=tool_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait_for_step(play: subprocess.Popen, hosts: list[str], run_id: str, step: int) -> str:
+    """The host of rank 1 once it has trained past `step` (a checkpoint lies behind it)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and play.poll() is None:
+        time.sleep(3)
+        for host in hosts:
+            out = ssh(host, "cat", f"/var/lib/rdma-llm/runs/{run_id}/out/metrics.jsonl").stdout.splitlines()
+            steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
+            if steps and max(steps) >= step:
+                return host
+    raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if play.poll() is not None else ''}")
+
+
+def finish(play: subprocess.Popen, timeout: float) -> str:
+    try:
+        out, _ = play.communicate(timeout=timeout)
+        return out
+    finally:
+        if play.poll() is None:
+            os.killpg(play.pid, signal.SIGTERM)
+            play.wait(30)
+
+
+def kill_a_rank(host: str, run_id: str) -> None:
+    """SIGKILL the workers torchrun (the unit's main process) spawned on `host`."""
+    main_pid = ssh(host, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
+    workers = ssh(host, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
+    assert workers, f"no worker under torchrun {main_pid} on {host}"
+    ssh(host, "kill", "-KILL", *workers)
+
+
+def losses_continue(run_id: str, host: str) -> None:
+    """Rank 0's losses after the last resume go on from the checkpoint (not from an untrained model)."""
+    records = [json.loads(x) for x in (ARTIFACTS / run_id / host / "out" / "metrics.jsonl").read_text().splitlines()]
+    rank0 = sorted((r for r in records if r.get("rank") == 0), key=lambda r: r["time"])
+    resume = [r for r in rank0 if r["kind"] == "resume"][-1]
+    steps = [r for r in rank0 if r["kind"] == "train"]
+    before = [r for r in steps if r["time"] < resume["time"]]
+    after = [r for r in steps if r["time"] > resume["time"]]
+    assert before and after, rank0
+    assert after[0]["step"] > resume["step"] >= 10, (resume, after[0])
+    assert after[0]["loss_global"] < before[0]["loss_global"] - 0.1, (before[0], after[0])
+    same = [r for r in before if r["step"] == after[0]["step"]]
+    if same:  # the same step trained twice, from the same weights and data order
+        assert abs(after[0]["loss_global"] - same[-1]["loss_global"]) < 0.3, (same[-1], after[0])
+
+
+def test_killed_rank_restarts_by_itself_and_finishes(lab_cluster, corpus) -> None:  # noqa: F811
+    hosts, run_id, steps = lab_cluster["hosts"], f"fault-restart-{int(time.time())}", 60
+    play = start_train(
+        "-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", "-e", "max_restarts=1", *payload(KILL)
+    )
+    victim = wait_for_step(play, hosts, run_id, 15)
+    t_kill = time.time()
+    kill_a_rank(victim, run_id)
+    out = finish(play, 600)
+    assert play.returncode == 0, out[-4000:]
+    report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == steps, report
+    assert len(report["restarts"]) == 1, report["restarts"]
+    restart = report["restarts"][0]
+    assert restart["resumed_at_step"] >= 10 and restart["steps_lost"] >= 0, restart
+    # The cause is the rank that died (its signal), not the survivor whose collective broke after it.
+    assert restart["cause"].startswith(f"{victim}: local rank 0 killed by SIGKILL"), restart
+    took = restart["time"] - t_kill
+    print(f"kill -> every rank restarted: {took:.1f} s, steps lost {restart['steps_lost']}")
+    assert took < 120, f"the restart took {took:.0f} s"
+    for host in hosts:
+        assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
+    losses_continue(run_id, hosts[0])
+    no_training_processes(hosts)
