@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 HOSTS  ?= 2
+LEAVES ?= 1
+SPINES ?= 0
 INVENTORY ?= inventory/lab
 # The lab's podman settings (ulimits, runc) without touching /etc/containers.
 export CONTAINERS_CONF := $(CURDIR)/.lab/containers.conf
@@ -48,8 +50,8 @@ image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
 validate: venv  ## Validation ladder on INVENTORY (default the lab): verdict in artifacts/validate/<time>/
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml $(ARGS)
 
-lab-up: venv  ## Start the lab cluster (HOSTS=2..8)
-	$(BIN)/python -m lab up --hosts $(HOSTS)
+lab-up: venv  ## Start the lab cluster (HOSTS=2..8; LEAVES=2 SPINES=1 for a leaf-spine fabric of emulators)
+	$(BIN)/python -m lab up --hosts $(HOSTS) --leaves $(LEAVES) --spines $(SPINES)
 
 lab-down:  ## Remove every lab container, network and process
 	$(PYTHON) -m lab down

@@ -154,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("image", help="build the lab host image (cached)")
     p_up = sub.add_parser("up", help="start the lab (idempotent)")
     p_up.add_argument("--hosts", type=int, default=2, help="number of hosts, 1..8 (default 2)")
+    p_up.add_argument(
+        "--leaves",
+        type=int,
+        default=1,
+        help="leaf switches (default 1: the single lab-switch); >1 or --spines: a fabric",
+    )
+    p_up.add_argument("--spines", type=int, default=0, help="spine switches, 0..4 (default 0)")
     sub.add_parser("down", help="remove every lab container, network and process")
     sub.add_parser("status", help="show the lab; exit 1 when it is down")
     p_demo = sub.add_parser("demo", help="lab up, then site.yml on it")
@@ -172,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_image())
         return 0
     if args.command == "up":
-        cluster.up(args.hosts)
+        cluster.up(args.hosts, args.leaves, args.spines)
         return 0
     if args.command == "down":
         cluster.down()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +33,9 @@ SSH_DIR = STATE_ROOT / "ssh"
 KEY = SSH_DIR / "id_ed25519"
 SWITCH_DIR = STATE_ROOT / "switch"
 SWITCH_NAME = "lab-switch"
+# A leaf-spine lab (`lab up --leaves L --spines S`): one emulator per switch, state in FABRIC_DIR/<name>.
+FABRIC_DIR = STATE_ROOT / "fabric"
+EMULATOR_PORTS = 8  # Ethernet1/1-8 on every emulator (its factory config)
 
 
 @dataclass(frozen=True)
@@ -67,21 +71,40 @@ def networks() -> list[str]:
     return sorted(r["name"] if "name" in r else r["Name"] for r in rows)
 
 
-def switch_pid() -> int | None:
-    pidfile = SWITCH_DIR / "emulator.pid"
+def _emulator_pid(directory: Path, pid_file: str = "emulator.pid") -> int | None:
     try:
-        pid = int(pidfile.read_text().strip())
+        pid = int((directory / pid_file).read_text().strip())
         os.kill(pid, 0)
         return pid
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return None
 
 
-def switch_port() -> int | None:
+def _emulator_port(directory: Path) -> int | None:
     try:
-        return int((SWITCH_DIR / "port").read_text().strip())
+        return int((directory / "port").read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def switch_pid() -> int | None:
+    return _emulator_pid(SWITCH_DIR)
+
+
+def switch_port() -> int | None:
+    return _emulator_port(SWITCH_DIR)
+
+
+def fabric_emulators() -> dict[str, tuple[int | None, int | None]]:
+    """Running leaf-spine emulators: {name: (pid, port)}."""
+    if not FABRIC_DIR.is_dir():
+        return {}
+    found = {}
+    for directory in sorted(p for p in FABRIC_DIR.iterdir() if p.is_dir()):
+        pid = _emulator_pid(directory)
+        if pid is not None:
+            found[directory.name] = (pid, _emulator_port(directory))
+    return found
 
 
 def emulator_available() -> bool:
@@ -102,6 +125,7 @@ def down() -> None:
         log(f"lab: removing network {net}")
         podman.run("network", "rm", "-f", net)
     stop_switch()
+    stop_fabric()
     # The next lab starts with a factory-fresh switch.
     for leftover in ("state.json", "counters.json", "port", "emulator.log"):
         (SWITCH_DIR / leftover).unlink(missing_ok=True)
@@ -109,11 +133,12 @@ def down() -> None:
     (STATE_ROOT / "state.json").unlink(missing_ok=True)
 
 
-def stop_switch() -> None:
-    pid = switch_pid()
+def stop_emulator(directory: Path, pid_file: str = "emulator.pid") -> None:
+    """Stop the emulator whose pid file is in `directory` (its own process group, nothing else)."""
+    pid = _emulator_pid(directory, pid_file)
     if pid is None:
         return
-    log(f"lab: stopping the switch emulator (pid {pid})")
+    log(f"lab: stopping the switch emulator in {directory.name} (pid {pid})")
     # The emulator runs in its own session: end its whole process group, nothing else.
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -129,7 +154,11 @@ def stop_switch() -> None:
         else:
             continue
         break
-    (SWITCH_DIR / "emulator.pid").unlink(missing_ok=True)
+    (directory / pid_file).unlink(missing_ok=True)
+
+
+def stop_switch() -> None:
+    stop_emulator(SWITCH_DIR)
 
 
 # ---------------------------------------------------------------- up
@@ -256,33 +285,128 @@ def emulator_cmd(workdir: Path, hostname: str, username: str, password: str, pid
     ]
 
 
-def start_switch() -> int | None:
-    """Start the NX-OS emulator on loopback (random port) as the lab's switch."""
-    if not emulator_available():
-        return None
-    if switch_pid() is not None and switch_port():
-        return switch_port()
-    SWITCH_DIR.mkdir(parents=True, exist_ok=True)
-    portfile = SWITCH_DIR / "port"
+def start_emulator(hostname: str, directory: Path, pid_file: str = "emulator.pid") -> int:
+    """Start one NX-OS emulator on loopback (random port) with its state in `directory`; its port.
+    Already running (pid file alive, port known): its port."""
+    pid, port = _emulator_pid(directory, pid_file), _emulator_port(directory)
+    if pid is not None and port:
+        return port
+    directory.mkdir(parents=True, exist_ok=True)
+    portfile = directory / "port"
     portfile.unlink(missing_ok=True)
-    cmd = emulator_cmd(SWITCH_DIR, SWITCH_NAME, "admin", "rdma-lab", pid_file="emulator.pid")
-    logf = open(SWITCH_DIR / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
+    cmd = emulator_cmd(directory, hostname, "admin", "rdma-lab", pid_file=pid_file)
+    logf = open(directory / "emulator.log", "ab")  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
-    (SWITCH_DIR / "emulator.pid").write_text(str(proc.pid))
-    for _ in range(100):
+    (directory / pid_file).write_text(str(proc.pid))
+    for _ in range(200):
         if portfile.exists() and portfile.read_text().strip():
             return int(portfile.read_text().strip())
         if proc.poll() is not None:
             raise SystemExit(
-                f"lab: the switch emulator exited (rc {proc.returncode}); see {SWITCH_DIR / 'emulator.log'}"
+                f"lab: the switch emulator {hostname} exited (rc {proc.returncode}); see {directory / 'emulator.log'}"
             )
         time.sleep(0.1)
-    raise SystemExit("lab: the switch emulator did not report its port")
+    raise SystemExit(f"lab: the switch emulator {hostname} did not report its port")
 
 
-def write_inventory(nodes: list[Node], switch_port_: int | None) -> None:
+def start_switch() -> int | None:
+    """Start the NX-OS emulator on loopback (random port) as the lab's switch."""
+    if not emulator_available():
+        return None
+    return start_emulator(SWITCH_NAME, SWITCH_DIR)
+
+
+@dataclass(frozen=True)
+class FabricSwitch:
+    """One emulated Nexus of a leaf-spine lab and its RoCE ports (nxos_roce_qos item form)."""
+
+    name: str
+    group: str  # leaves | spines
+    host_interfaces: tuple[dict, ...]
+    uplink_interfaces: tuple[dict, ...]
+
+    @property
+    def directory(self) -> Path:
+        return FABRIC_DIR / self.name
+
+
+def fabric_plan(nodes: list[Node], leaves: int, spines: int) -> list[FabricSwitch]:
+    """Leaves lab-leaf1..L and spines lab-spine1..S. Host i goes to leaf ((i-1) mod L) + 1 on its next
+    free port from Ethernet1/1; leaf l reaches spine s on Ethernet1/(9-s), spine s reaches leaf l on
+    Ethernet1/l. Every RoCE port, host-facing or uplink, gets the same policy."""
+    if leaves < 1 or spines < 0 or leaves > EMULATOR_PORTS or spines > EMULATOR_PORTS // 2:
+        raise SystemExit(f"lab: --leaves must be 1..{EMULATOR_PORTS} and --spines 0..{EMULATOR_PORTS // 2}")
+    per_leaf = -(-len(nodes) // leaves)
+    if per_leaf + spines > EMULATOR_PORTS:
+        raise SystemExit(f"lab: {len(nodes)} hosts on {leaves} leaves with {spines} spines need more than 8 ports")
+    switches = []
+    for leaf in range(1, leaves + 1):
+        mine = [n for n in nodes if (n.index - 1) % leaves == leaf - 1]
+        hosts = tuple(
+            {"name": f"Ethernet1/{k}", "description": f"{n.name} {FABRIC_IFNAME}"} for k, n in enumerate(mine, 1)
+        )
+        uplinks = tuple(
+            {"name": f"Ethernet1/{EMULATOR_PORTS + 1 - s}", "description": f"lab-spine{s} Ethernet1/{leaf}"}
+            for s in range(1, spines + 1)
+        )
+        switches.append(FabricSwitch(f"lab-leaf{leaf}", "leaves", hosts, uplinks))
+    for spine in range(1, spines + 1):
+        downlinks = tuple(
+            {"name": f"Ethernet1/{leaf}", "description": f"lab-leaf{leaf} Ethernet1/{EMULATOR_PORTS + 1 - spine}"}
+            for leaf in range(1, leaves + 1)
+        )
+        switches.append(FabricSwitch(f"lab-spine{spine}", "spines", (), downlinks))
+    return switches
+
+
+def fabric_inventory(switches: list[FabricSwitch], ports: dict[str, int]) -> list[str]:
+    """The `switches` group of the lab inventory for a leaf-spine lab (children leaves and spines),
+    each switch with its own port lists; the policy itself comes from group_vars/switches."""
+    lines = ["    switches:", "      children:"]
+    for group in ("leaves", "spines"):
+        members = [sw for sw in switches if sw.group == group]
+        if not members:
+            continue
+        lines += [f"        {group}:", "          hosts:"]
+        for sw in members:
+            lines += [
+                f"            {sw.name}:",
+                "              ansible_host: 127.0.0.1",
+                f"              ansible_port: {ports[sw.name]}",
+                f"              nxos_roce_qos_host_interfaces: {json.dumps(list(sw.host_interfaces))}",
+                f"              nxos_roce_qos_uplink_interfaces: {json.dumps(list(sw.uplink_interfaces))}",
+            ]
+    return lines
+
+
+def start_fabric(switches: list[FabricSwitch]) -> dict[str, int]:
+    """Start (or find running) one emulator per fabric switch, in parallel; {name: port}."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(switches)) as pool:
+        ports = list(pool.map(lambda sw: start_emulator(sw.name, sw.directory), switches))
+    return {sw.name: port for sw, port in zip(switches, ports, strict=True)}
+
+
+def stop_fabric() -> None:
+    """Stop every fabric emulator and forget its state (the next lab starts factory-fresh)."""
+    if not FABRIC_DIR.is_dir():
+        return
+    for directory in sorted(p for p in FABRIC_DIR.iterdir() if p.is_dir()):
+        stop_emulator(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_inventory(
+    nodes: list[Node], switch_port_: int | None, fabric: list[FabricSwitch] | None = None, ports: dict | None = None
+) -> None:
+    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports))
+
+
+def inventory_text(
+    nodes: list[Node], switch_port_: int | None, fabric: list[FabricSwitch] | None = None, ports: dict | None = None
+) -> str:
+    """The lab inventory (hosts.yml): the nodes, and the single switch or the leaf-spine fabric."""
     lines = [
         "---",
         "# Written by `python -m lab up`; removed by `lab down`. Do not edit: group_vars/ beside it",
@@ -305,7 +429,9 @@ def write_inventory(nodes: list[Node], switch_port_: int | None) -> None:
             f"              mtu: {FABRIC_MTU}",
         ]
     lines += ["    subnet_managers:", "      hosts:", f"        {nodes[0].name}:"]
-    if switch_port_:
+    if fabric:
+        lines += fabric_inventory(fabric, ports or {})
+    elif switch_port_:
         lines += [
             "    switches:",
             "      hosts:",
@@ -315,15 +441,18 @@ def write_inventory(nodes: list[Node], switch_port_: int | None) -> None:
         ]
     else:
         lines += ["    switches:", "      hosts: {}"]
-    INVENTORY.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
-def up(n_hosts: int) -> dict:
+def up(n_hosts: int, leaves: int = 1, spines: int = 0) -> dict:
+    """Hosts, networks and the switch. One leaf and no spine (the default) is the single `lab-switch`;
+    more make a leaf-spine fabric of emulators (lab-leaf1.., lab-spine1..) in the inventory."""
     if not 1 <= n_hosts <= MAX_HOSTS:
         raise SystemExit(f"lab: --hosts must be 1..{MAX_HOSTS}, got {n_hosts}")
     t0 = time.monotonic()
-    image = ensure_image(log)
     nodes = [Node(i) for i in range(1, n_hosts + 1)]
+    fabric = fabric_plan(nodes, leaves, spines) if (leaves, spines) != (1, 0) else None
+    image = ensure_image(log)
     want = {n.name for n in nodes}
     running = {c["Names"][0]: c for c in containers()}
     # Stale or surplus lab hosts (a crashed run, a different size) go first.
@@ -340,18 +469,30 @@ def up(n_hosts: int) -> dict:
     deadline = time.monotonic() + 120
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         list(pool.map(lambda n: wait_ssh(n, deadline), nodes))
-    port = start_switch()
-    write_inventory(nodes, port)
+    if fabric:
+        # A lab changes shape: the single switch or an earlier fabric goes first.
+        stop_switch()
+        stop_fabric()
+        ports = start_fabric(fabric) if emulator_available() else {}
+        port = None
+    else:
+        stop_fabric()
+        ports = {}
+        port = start_switch()
+    write_inventory(nodes, port, fabric if ports else None, ports)
     state = {
         "hosts": [n.name for n in nodes],
         "switch_port": port,
+        "fabric": ports,
         "inventory": str(INVENTORY),
         "seconds": round(time.monotonic() - t0, 1),
     }
     (STATE_ROOT / "state.json").write_text(json.dumps(state, indent=2))
     log(
         f"lab: up in {state['seconds']} s: {len(nodes)} host(s)"
-        + (f", switch on 127.0.0.1:{port}" if port else ", no switch emulator yet")
+        + (f", switch on 127.0.0.1:{port}" if port else "")
+        + (f", switches {', '.join(f'{n} on 127.0.0.1:{p}' for n, p in ports.items())}" if ports else "")
+        + ("" if port or ports else ", no switch emulator yet")
         + f"; inventory {INVENTORY.relative_to(ROOT)}"
     )
     return state
@@ -359,7 +500,8 @@ def up(n_hosts: int) -> dict:
 
 def status() -> int:
     rows = containers()
-    if not rows and not networks() and switch_pid() is None:
+    fabric = fabric_emulators()
+    if not rows and not networks() and switch_pid() is None and not fabric:
         log("lab: down (no container, network or emulator)")
         return 1
     for c in sorted(rows, key=lambda c: c["Names"][0]):
@@ -370,6 +512,8 @@ def status() -> int:
     pid = switch_pid()
     if pid:
         log(f"  switch {SWITCH_NAME} emulator pid {pid} on 127.0.0.1:{switch_port()}")
+    for name, (fpid, fport) in fabric.items():
+        log(f"  switch {name} emulator pid {fpid} on 127.0.0.1:{fport}")
     if INVENTORY.exists():
         log(f"  inventory {INVENTORY.relative_to(ROOT)}")
     return 0
