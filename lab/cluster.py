@@ -36,6 +36,8 @@ SWITCH_NAME = "lab-switch"
 # A leaf-spine lab (`lab up --leaves L --spines S`): one emulator per switch, state in FABRIC_DIR/<name>.
 FABRIC_DIR = STATE_ROOT / "fabric"
 EMULATOR_PORTS = 8  # Ethernet1/1-8 on every emulator (its factory config)
+# systemd-networkd drop-in that stands in for udev's coldplug of network devices (see the file).
+NETWORKD_DROPIN = Path(__file__).parent / "files" / "networkd-udev.conf"
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,9 @@ def start_node(node: Node, image: str) -> None:
         f"{FABRIC_NET}:interface_name={FABRIC_IFNAME}",
         "-v",
         f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
+        # A restarted host brings its netplan fabric address up at boot, as a real server does.
+        "-v",
+        f"{NETWORKD_DROPIN}:/etc/systemd/system/systemd-networkd.service.d/lab-udev.conf:ro",
     ]
     if HOST_CA_DIR.is_dir() and any(HOST_CA_DIR.iterdir()):
         # A TLS-intercepting proxy's CA must be trusted for PyPI; mounted, never baked in.

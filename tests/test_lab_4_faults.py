@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, tool_env
+from lab import cluster
+from tests.conftest import ROOT, tail, tool_env
 from tests.test_lab_3_train import (  # noqa: F401
     ARTIFACTS,
     KILL,
@@ -109,3 +110,65 @@ def test_killed_rank_restarts_by_itself_and_finishes(lab_cluster, corpus) -> Non
         assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
     losses_continue(run_id, hosts[0])
     no_training_processes(hosts)
+
+
+def test_fabric_link_down_20s_the_run_still_finishes(lab_cluster, corpus) -> None:  # noqa: F811
+    hosts, run_id, steps = lab_cluster["hosts"], f"fault-link-{int(time.time())}", 60
+    play = start_train(
+        "-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", *payload({**KILL, "pg_timeout": 90})
+    )
+    victim = wait_for_step(play, hosts, run_id, 15)
+    carrier = f"/sys/class/net/{cluster.FABRIC_IFNAME}/carrier_changes"
+    before = int(ssh(victim, "cat", carrier).stdout)
+    flap = "ip link set rdma0 down; sleep 20; ip link set rdma0 up"
+    ssh(victim, "systemd-run", "--unit=lab-link-flap", "--collect", "sh", "-c", f"'{flap}'")
+    t0 = time.monotonic()
+    out = finish(play, 600)
+    took = time.monotonic() - t0
+    print(f"link down 20 s -> run finished {took:.1f} s after the flap began")
+    assert play.returncode == 0, out[-4000:]
+    assert int(ssh(victim, "cat", carrier).stdout) >= before + 2, f"the fabric link of {victim} never went down"
+    assert took < 300
+    report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == steps, report
+    for host in hosts:
+        assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
+    no_training_processes(hosts)
+
+
+def test_full_checkpoint_disk_fails_naming_the_node_then_resumes(lab_cluster, corpus) -> None:  # noqa: F811
+    hosts, run_id, steps = lab_cluster["hosts"], f"fault-disk-{int(time.time())}", 60
+    victim = hosts[-1]
+    ckpts = f"/var/lib/rdma-llm/runs/{run_id}/out/checkpoints"
+    # The victim's checkpoints go to a small disk of their own (a tmpfs), filled once a checkpoint is on it.
+    ssh(victim, "mkdir", "-p", ckpts)
+    assert ssh(victim, "mount", "-t", "tmpfs", "-o", "size=128m", "lab-ckpt", ckpts).returncode == 0
+    common = [
+        "-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}",
+        "-e", '{"train_launch_min_free_mb": 64}', *payload(KILL),
+    ]  # fmt: skip
+    try:
+        play = start_train(*common)
+        wait_for_step(play, hosts, run_id, 15)
+        t0 = time.monotonic()
+        ssh(victim, "dd", "if=/dev/zero", f"of={ckpts}/filler", "bs=1M", "status=none")
+        out = finish(play, 300)
+        took = time.monotonic() - t0
+        print(f"disk full -> playbook failed: {took:.1f} s")
+        assert play.returncode != 0, out[-4000:]
+        flat = " ".join(out.split())
+        assert f"job failed on {victim}: local rank 0 exit code 1" in flat, out[-4000:]
+        assert "the disk is full" in flat, out[-4000:]
+        assert took < 120, f"the playbook took {took:.0f} s to fail after the disk filled"
+        for host in hosts:
+            assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
+        no_training_processes(hosts)
+        ssh(victim, "rm", "-f", f"{ckpts}/filler")
+        proc = train(*common, "-e", "resume=true")
+        assert proc.returncode == 0, tail(proc)
+        report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+        assert report["outcome"] == "completed" and report["final_step"] == steps, report
+        losses_continue(run_id, hosts[0])
+        no_training_processes(hosts)
+    finally:
+        ssh(victim, "umount", ckpts)
