@@ -1,6 +1,6 @@
 """Switch role timings: full policy apply and no-change run, on 1 switch and on a fabric of N switches.
 
-  .venv/bin/python bench/bench_switch.py [--fabric 8] [--repeat 1]
+  .venv/bin/python bench/bench_switch.py [--fabric 8] [--repeat 1] [--profile 8]
 
 Each switch is a lab.nxos_emu process on loopback (the lab's switch, with the lab inventory's
 group_vars: network_cli over libssh, 2 RoCE ports per switch); playbooks/switch.yml runs against a
@@ -99,8 +99,27 @@ def playbook(inv: Path, render: Path) -> tuple[float, dict]:
     elapsed = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(proc.stdout[-4000:] + proc.stderr[-2000:])
-    stats = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n") :])[0]["stats"]
-    return elapsed, stats
+    data = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n") :])[0]
+    return elapsed, data["stats"], task_times(data)
+
+
+def task_times(data: dict) -> list[tuple[str, float]]:
+    """(task name, wall seconds) of every task in the run, from the json callback's task durations."""
+    out = []
+    for play in data.get("plays", []):
+        for task in play.get("tasks", []):
+            duration = task["task"].get("duration", {})
+            start, end = duration.get("start"), duration.get("end")
+            if start and end:
+                seconds = (_iso(end) - _iso(start)).total_seconds()
+                out.append((task["task"]["name"].removeprefix("nxos_roce_qos : "), seconds))
+    return out
+
+
+def _iso(text: str):
+    import datetime
+
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def commands_sent(emulators, since: dict) -> tuple[int, int]:
@@ -129,10 +148,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fabric", type=int, default=8, help="switches in the fabric run (default 8)")
     ap.add_argument("--repeat", type=int, default=1, help="measure each size this many times (best kept)")
+    ap.add_argument("--profile", type=int, default=0, help="print the N slowest tasks of the 1-switch runs")
     args = ap.parse_args()
     import paramiko
 
     rows = []
+    profile = ([], [])
     with tempfile.TemporaryDirectory(prefix="bench_switch_") as tmp:
         workdir = Path(tmp)
         paramiko.RSAKey.generate(2048).write_private_key_file(str(workdir / "host_key"))
@@ -144,16 +165,19 @@ def main() -> int:
                 emulators = start_emulators(run_dir, size)
                 try:
                     inv = inventory(run_dir, emulators)
-                    apply_s, stats = playbook(inv, run_dir / "render")
+                    apply_s, stats, apply_tasks = playbook(inv, run_dir / "render")
                     assert all(s["changed"] > 0 for s in stats.values()), stats
                     mark = offsets(emulators)
-                    again_s, stats = playbook(inv, run_dir / "render")
+                    again_s, stats, again_tasks = playbook(inv, run_dir / "render")
                     assert all(s["changed"] == 0 for s in stats.values()), stats
                     execs, configs = commands_sent(emulators, mark)
                 finally:
                     stop(emulators)
                 result = (apply_s, again_s, execs // size, configs)
-                best = result if best is None or result[0] + result[1] < best[0] + best[1] else best
+                if best is None or result[0] + result[1] < best[0] + best[1]:
+                    best = result
+                    if size == 1:
+                        profile = (apply_tasks, again_tasks)
             rows.append((size, *best))
     print(
         f"{'switches':>8} {'full apply s':>13} {'no-change s':>12} "
@@ -161,6 +185,12 @@ def main() -> int:
     )
     for size, apply_s, again_s, execs, configs in rows:
         print(f"{size:>8} {apply_s:>13.1f} {again_s:>12.1f} {execs:>30} {configs:>13}")
+    if args.profile:
+        for label, tasks in zip(("full apply", "no-change"), profile, strict=True):
+            total = sum(t for _, t in tasks)
+            print(f"\n1 switch, {label}: {len(tasks)} tasks, {total:.1f} s in tasks; the slowest:")
+            for name, seconds in sorted(tasks, key=lambda t: -t[1])[: args.profile]:
+                print(f"  {seconds:6.2f} s  {name}")
     one, fabric = rows[0], rows[-1]
     print(
         f"ratio {fabric[0]} switches / 1 switch: full apply {fabric[1] / one[1]:.2f}x, "

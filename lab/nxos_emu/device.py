@@ -72,6 +72,7 @@ class Device:
         self.checkpoints: dict[str, str] = {}
         self.files: dict[str, str] = {}
         self.last_change = _now()
+        self.dirty = False  # config-mode changes not yet in the state file
         self.startup_saved = _now()
         self.booted = _dt.datetime.now()
         self._session_ids = 0
@@ -115,6 +116,7 @@ class Device:
             self.save_state()
 
     def save_state(self) -> None:
+        self.dirty = False
         if not self.state_file:
             return
         state = {
@@ -152,8 +154,16 @@ class Device:
         return node.text.split(" ", 1)[1] if node else "switch"
 
     def changed(self) -> None:
+        """A config line changed the running config. The state file is written when the session is
+        back at the exec prompt (or closes), not per line: a push of 70 lines would otherwise spend
+        most of its time rewriting the file."""
         self.last_change = _now()
-        self.save_state()
+        self.dirty = True
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.dirty:
+                self.save_state()
 
     # -- renderings ------------------------------------------------------------------------------
     def _header(self, command: str, startup: bool = False) -> list[str]:
@@ -472,6 +482,9 @@ class Session:
             if exc.column is None:
                 return [exc.message]
             return [" " * exc.column + "^", exc.message]
+        finally:
+            if self.mode_keys is None:  # back at the exec prompt: the state file catches up
+                self.device.flush()
 
     def _dispatch(self, line: str) -> list[str]:
         words = line.split()

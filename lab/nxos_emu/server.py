@@ -121,6 +121,9 @@ class EmulatorServer:
 
     # -- one connection ------------------------------------------------------------------------
     def _client(self, client: socket.socket, addr) -> None:
+        # Echo, output and prompt are small writes answered by small writes: without NODELAY, Nagle's
+        # algorithm meets the client's delayed ACK and every command waits ~40 ms.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transport = paramiko.Transport(client)
         transport.add_server_key(self.host_key)
         auth = _Auth(self.username, self.password)
@@ -131,7 +134,10 @@ class EmulatorServer:
                 return
             session = self.device.new_session()
             LOG.info("session %d opened from %s:%s (%s)", session.number, *addr[:2], transport.remote_version)
-            self._shell(channel, session)
+            try:
+                self._shell(channel, session)
+            finally:
+                self.device.flush()  # a session that ended in config mode
             LOG.info("session %d closed", session.number)
         except (EOFError, OSError, paramiko.SSHException) as exc:
             LOG.info("connection from %s ended: %s", addr[0], exc)
@@ -147,7 +153,11 @@ class EmulatorServer:
         line = ""
         last_cr = False
         escape = False
+        echo = ""  # typed characters are echoed once per received chunk, not one packet each
         while not session.closed:
+            if echo:
+                self._send(channel, echo)
+                echo = ""
             data = channel.recv(4096)
             if not data:
                 return
@@ -161,10 +171,11 @@ class EmulatorServer:
                 last_cr = ch == "\r"
                 if ch in "\r\n":
                     prompt = session.prompt
-                    self._send(channel, "\r\n")
                     out = session.handle(line)
                     line = ""
-                    text = "".join((" " * len(prompt) + o if o.strip() == "^" else o) + "\r\n" for o in out)
+                    text = echo + "\r\n"
+                    text += "".join((" " * len(prompt) + o if o.strip() == "^" else o) + "\r\n" for o in out)
+                    echo = ""
                     if session.closed:
                         self._send(channel, text)
                         channel.close()
@@ -173,20 +184,23 @@ class EmulatorServer:
                 elif ch in "\x7f\x08":
                     if line:
                         line = line[:-1]
-                        self._send(channel, "\b \b")
+                        echo += "\b \b"
                 elif ch == "\x03":  # Ctrl-C: drop the line
                     line = ""
-                    self._send(channel, "^C\r\n" + session.prompt)
+                    self._send(channel, echo + "^C\r\n" + session.prompt)
+                    echo = ""
                 elif ch == "\x1a":  # Ctrl-Z: back to exec
                     line = ""
                     if session.mode_keys is not None:
                         session.handle("end")
-                    self._send(channel, "^Z\r\n" + session.prompt)
+                    self._send(channel, echo + "^Z\r\n" + session.prompt)
+                    echo = ""
                 elif ch == "\x04" and not line and session.mode_keys is None:
+                    self._send(channel, echo)
                     channel.close()
                     return
                 elif ch == "\x1b":
                     escape = True
                 elif ch >= " " and ch not in "?\t":
                     line += ch
-                    self._send(channel, ch)
+                    echo += ch
