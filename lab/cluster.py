@@ -135,6 +135,21 @@ def down() -> None:
     (STATE_ROOT / "state.json").unlink(missing_ok=True)
 
 
+def _gone(pid: int) -> bool:
+    """Whether the process has exited; reaps it when this process started it (`lab up` and `lab down`
+    in one Python process, as the tests do), which would otherwise linger as a zombie."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def stop_emulator(directory: Path, pid_file: str = "emulator.pid") -> None:
     """Stop the emulator whose pid file is in `directory` (its own process group, nothing else)."""
     pid = _emulator_pid(directory, pid_file)
@@ -148,9 +163,7 @@ def stop_emulator(directory: Path, pid_file: str = "emulator.pid") -> None:
         except ProcessLookupError:
             break
         for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if _gone(pid):
                 break
             time.sleep(0.1)
         else:

@@ -8,6 +8,7 @@ The emulators run in the test's own directories on random loopback ports (never 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -88,3 +89,23 @@ def test_two_leaves_and_a_spine_converge_with_one_policy_and_rerun_sends_only_re
     finally:
         for directory in dirs.values():
             cluster.stop_emulator(directory)
+
+
+def test_lab_down_stops_every_fabric_emulator(tmp_path, monkeypatch):
+    """What `lab down` and `lab status` do with the fabric, in a private FABRIC_DIR."""
+    monkeypatch.setattr(cluster, "FABRIC_DIR", tmp_path / "fabric")
+    fabric = cluster.fabric_plan([cluster.Node(1), cluster.Node(2)], leaves=2, spines=0)
+    try:
+        ports = cluster.start_fabric(fabric)
+        running = cluster.fabric_emulators()
+        assert sorted(running) == ["lab-leaf1", "lab-leaf2"]
+        assert {name: port for name, (_, port) in running.items()} == ports
+        assert cluster.start_fabric(fabric) == ports, "idempotent: running emulators are kept"
+        pids = [pid for pid, _ in running.values()]
+    finally:
+        cluster.stop_fabric()
+    assert cluster.fabric_emulators() == {}
+    assert not any((tmp_path / "fabric").iterdir())
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
