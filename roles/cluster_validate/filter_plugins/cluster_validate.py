@@ -913,32 +913,55 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
     return _rung_from_checks("switch", checks, value=total, threshold=0, unit="packets", deltas=deltas)
 
 
-def evaluate_train(report, floor_tokens_per_s, skip_reason=None):
-    """Short training run: outcome completed and tokens/s at or above the floor (MFU reported where known)."""
+def evaluate_train(report, floor_tokens_per_s, skip_reason=None, min_mfu=0.0):
+    """Short training run: outcome completed, tokens/s (whole job) at or above the floor, and on GPUs MFU at or
+    above min_mfu. On CPUs the payload's MFU is an estimate against a guessed peak: reported, never judged.
+
+    report: the launch's report.json (train_launch files/train_report.py), its `results` the hosts' result.json.
+    """
+    unit = "tokens/s"
     if skip_reason:
-        return make_rung("train", "skip", reason=skip_reason, unit="tokens/s", threshold=floor_tokens_per_s)
-    if not report:
-        return make_rung("train", "fail", reason="the training run left no report", unit="tokens/s")
+        return make_rung("train", "skip", reason=skip_reason, unit=unit, threshold=floor_tokens_per_s)
+    if not report or (report.get("error") and not report.get("outcome")):
+        why = (report or {}).get("error") or "the training run left no report"
+        return make_rung("train", "fail", reason=why, unit=unit, threshold=floor_tokens_per_s)
     tps = report.get("tokens_per_s_median", report.get("tokens_per_s"))
     if report.get("outcome") != "completed":
         return make_rung(
             "train",
             "fail",
-            reason=f"training {report.get('outcome')}: {report.get('error') or report.get('message')}",
+            reason=f"training {report.get('outcome')}: {report.get('message') or report.get('error')}",
             value=tps,
             threshold=floor_tokens_per_s,
-            unit="tokens/s",
+            unit=unit,
         )
-    ok = tps is not None and tps >= floor_tokens_per_s
-    mfu = report.get("mfu")
+    results = [r for r in (report.get("results") or {}).values() if isinstance(r, dict)]
+    rank0 = next((r for r in results if r.get("mfu") is not None), results[0] if results else {})
+    mfu, device = report.get("mfu", rank0.get("mfu")), rank0.get("device") or "?"
+    problems = []
+    if tps is None or tps < floor_tokens_per_s:
+        problems.append(f"{_fmt(tps) if tps is not None else 'no'} tokens/s below the floor {_fmt(floor_tokens_per_s)}")
+    if device == "cuda":
+        if mfu is None:
+            note = "MFU unknown (unknown GPU peak: give the payload peak_tflops)"
+        else:
+            note = f"MFU {mfu:.1%}" + (f" (floor {min_mfu:.0%})" if min_mfu else "")
+            if min_mfu and mfu < min_mfu:
+                problems.append(f"MFU {mfu:.1%} below {min_mfu:.0%}")
+    else:
+        note = f"{device}: MFU " + (f"{mfu:.1%} (estimated CPU peak, not judged)" if mfu is not None else "not known")
+    world = rank0.get("world_size") or report.get("world_size")
+    detail = f"{report.get('model')} on {world} rank(s), {report.get('final_step')} steps; {note}"
     return make_rung(
         "train",
-        "pass" if ok else "fail",
-        reason=(f"MFU {mfu:.1%}" if mfu else "MFU not reported (no GPU)")
-        + ("" if ok else f"; {tps} tokens/s below the floor"),
+        "fail" if problems else "pass",
+        reason="; ".join([*problems, detail]),
         value=tps,
         threshold=floor_tokens_per_s,
-        unit="tokens/s",
+        unit=unit,
+        mfu=mfu,
+        device=device,
+        run_id=report.get("run_id"),
     )
 
 
