@@ -426,8 +426,8 @@ def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
 
 
-def test_node_probe_on_fake_trees(tmp_path: Path) -> None:
-    probe = _load("node_probe", ROLE / "files" / "node_probe.py")
+def test_node_probe_on_fake_trees(tmp_path: Path, capsys) -> None:
+    probe = _load("probe", ROLE / "files" / "probe.py")
     # A physical SR-IOV VF on mlx5 with an RDMA device, modules and two GPUs.
     net = tmp_path / "sys/class/net/ens1f0v0"
     (net / "device").mkdir(parents=True)
@@ -458,6 +458,26 @@ def test_node_probe_on_fake_trees(tmp_path: Path) -> None:
     assert lab["speed_mbps"] is None and lab["virtual"] and lab["kind"] == "virtual"
     assert probe.modules(tmp_path / "lab") is None
     assert probe.nic(tmp_path / "lab", "ens192") == {"name": "ens192", "exists": False}
+    # The command line the role runs: `probe.py node` prints one JSON object.
+    assert probe.main(["node", "--ifname", "rdma0", "--root", str(tmp_path / "lab")]) == 0
+    assert json.loads(capsys.readouterr().out)["nic"]["mtu"] == 9000
     # The controller-side decision on that VF: an SR-IOV note.
     rung = cv.evaluate_node_health({"n1": {"nic": nic, "modules": ["ib_core"]}}, {"n1": WANT})
     assert any("SR-IOV" in n for n in rung["notes"])
+
+
+def test_pair_probe_commands() -> None:
+    """`probe.py pair` runs the field's tools with the options the parsers expect (iperf3 -J, perftest -F -D)."""
+    probe = _load("probe", ROLE / "files" / "probe.py")
+    args = probe.parser().parse_args
+    assert probe.command(args(["pair", "server", "--tool", "iperf3", "--port", "18515"])) == [
+        "iperf3", "-s", "-1", "-p", "18515"]  # fmt: skip
+    client = probe.command(
+        args(["pair", "client", "--tool", "iperf3", "--peer", "10.0.0.2", "--port", "1", "--seconds", "2"])
+    )
+    assert client[:2] == ["iperf3", "-c"] and "-J" in client and client[client.index("-t") + 1] == "2"
+    bw = args(["pair", "client", "--tool", "ib_write_bw", "--peer", "10.0.0.2", "--port", "1", "--device", "mlx5_0",
+               "--gid-index", "3", "--seconds", "5"])  # fmt: skip
+    assert probe.command(bw) == ["ib_write_bw", "-d", "mlx5_0", "-p", "1", "-F", "-x", "3", "-D", "5", "10.0.0.2"]
+    lat = args(["pair", "server", "--tool", "ib_write_lat", "--port", "1", "--device", "mlx5_0"])
+    assert probe.command(lat) == ["ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-n", "1000"]

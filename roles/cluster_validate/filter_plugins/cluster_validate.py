@@ -501,7 +501,7 @@ SRIOV_NOTE = (
 
 
 def evaluate_node_health(probes, expect):
-    """Node health from each host's probe (files/node_probe.py + rdma_sysfs_devices + ibv_devinfo + sminfo).
+    """Node health from each host's probe (files/probe.py node + rdma_sysfs_devices + ibv_devinfo + sminfo).
 
     probes: {host: {"nic": {...}, "rdma": {devices, state}, "ibv_devinfo": text|None, "sminfo": text|None,
                     "modules": [..]|None, "gpus": {"count", "driver"}|None}}
@@ -808,7 +808,7 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
 
 
 def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None):
-    """All-reduce busbw over a size sweep (files/allreduce_bw.py on every node; rank 0 reports).
+    """All-reduce busbw over a size sweep (files/probe.py allreduce on every node; rank 0 reports).
 
     outputs: {host: parsed JSON line|{"error"}}. Threshold: fraction x the slowest link's line rate, on the
     largest size; none when a link speed is unknown.
@@ -1013,7 +1013,7 @@ def skipped_after(names, failed_at):
 
 
 def peer_args(addresses, me):
-    """`name=address,...` of every other node, for files/peer_ping.py."""
+    """`name=address,...` of every other node, for files/probe.py ping."""
     return ",".join(f"{h}={a}" for h, a in sorted(addresses.items()) if h != me)
 
 
@@ -1041,7 +1041,7 @@ def rdma_endpoint(devices, ifname, address, link_layer="ethernet"):
 
 
 def measurements(raw, servers=None):
-    """Client results of files/pair_test.py -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
+    """Client results of files/probe.py pair -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
 
     servers: {"<tool> <a> <b>": server-side result}, to say why a client could not connect.
     """

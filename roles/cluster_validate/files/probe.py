@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""The validation ladder's node-side probes, one file copied once to every node. Stdlib only (allreduce: torch).
+
+  probe.py node --ifname rdma0 [--root /]                 read-only facts for node_health (root: a fake tree in tests)
+  probe.py ping --peers name=addr,... [--size B --df]      every peer's fabric address at once (path MTU with --df)
+  probe.py pair server|client --tool T --port P ...        one end of a pair test: iperf3, ib_write_bw, ib_write_lat
+  probe.py allreduce --rank R --world N --master A ...     all-reduce busbw over a size sweep (the venv's python)
+
+Each prints one JSON object; every decision is made on the controller (cluster_validate filters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+# ------------------------------------------------------------------------------------------- node
+
+
+def read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:  # veth: reading `speed` fails with EINVAL; absent files read as None
+        return None
+
+
+def nic(root: Path, ifname: str) -> dict:
+    base = root / "sys/class/net" / ifname
+    if not base.exists():
+        return {"name": ifname, "exists": False}
+    device = base / "device"
+    speed = read(base / "speed")
+    driver = os.path.basename(os.readlink(device / "driver")) if (device / "driver").is_symlink() else None
+    uevent = read(base / "uevent") or ""
+    kind = next((line.split("=", 1)[1] for line in uevent.splitlines() if line.startswith("DEVTYPE=")), None)
+    if kind is None and not device.exists():
+        kind = "virtual"
+    return {
+        "name": ifname,
+        "exists": True,
+        "operstate": read(base / "operstate"),
+        "carrier": int(read(base / "carrier") or 0),
+        "mtu": int(read(base / "mtu") or 0),
+        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() else None,
+        "virtual": not device.exists(),
+        "kind": kind,
+        "driver": driver,
+        "sriov_vf": (device / "physfn").exists(),
+    }
+
+
+def rdma_drivers(root: Path) -> dict:
+    out = {}
+    base = root / "sys/class/infiniband"
+    for dev in sorted(base.iterdir()) if base.is_dir() else []:
+        link = dev / "device" / "driver"
+        out[dev.name] = {
+            "driver": os.path.basename(os.readlink(link)) if link.is_symlink() else None,
+            "sriov_vf": (dev / "device" / "physfn").exists(),
+        }
+    return out
+
+
+def modules(root: Path) -> list[str] | None:
+    text = read(root / "proc/modules")
+    if text is None:
+        return None  # kernel without loadable modules
+    return sorted(line.split()[0] for line in text.splitlines() if line.strip())
+
+
+def gpus(root: Path) -> dict:
+    base = root / "proc/driver/nvidia"
+    listed = base / "gpus"
+    count = len(list(listed.iterdir())) if listed.is_dir() else 0
+    version = read(base / "version")
+    return {"count": count, "driver": version.splitlines()[0] if version else None}
+
+
+def node_facts(args) -> dict:
+    root = Path(args.root)
+    return {
+        "nic": nic(root, args.ifname),
+        "rdma_drivers": rdma_drivers(root),
+        "modules": modules(root),
+        "gpus": gpus(root),
+    }
+
+
+# ------------------------------------------------------------------------------------------- ping
+
+
+def ping(name: str, address: str, size: int | None, df: bool, count: int) -> dict:
+    cmd = ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2"]
+    if size is not None:
+        cmd += ["-s", str(size)]
+    if df:
+        cmd += ["-M", "do"]
+    try:
+        proc = subprocess.run([*cmd, address], capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        return {"peer": name, "address": address, "ok": False, "detail": "ping is not installed (iputils-ping)"}
+    out = proc.stdout + proc.stderr
+    stats = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+    sent, got = (int(stats.group(1)), int(stats.group(2))) if stats else (count, 0)
+    rtt = re.search(r"= [\d.]+/([\d.]+)/", out)
+    too_big = re.search(r"(message too long|frag needed|mtu\s*=\s*\d+)", out, re.I)
+    detail = f"{got}/{sent} replies" + (f", avg {rtt.group(1)} ms" if rtt else "")
+    if too_big:
+        detail += f" ({too_big.group(0)})"
+    elif proc.returncode not in (0, 1):
+        detail += f" ({out.strip().splitlines()[-1] if out.strip() else 'ping rc ' + str(proc.returncode)})"
+    return {"peer": name, "address": address, "ok": proc.returncode == 0 and got == sent, "detail": detail}
+
+
+def ping_peers(args) -> dict:
+    peers = [p.split("=", 1) for p in args.peers.split(",") if p]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(peers))) as pool:
+        results = list(pool.map(lambda p: ping(p[0], p[1], args.size, args.df, args.count), peers))
+    out = {"pings": results}
+    if args.size is not None:
+        out["mtu"] = args.size + 28  # the IPv4 packet size the probes carried
+    return out
+
+
+# ------------------------------------------------------------------------------------------- pair
+# The server serves one test and exits (iperf3 -1; perftest servers do by default), bounded by a timeout.
+# The client retries while the server is not listening yet. The raw output is parsed on the controller.
+
+NOT_READY = ("Connection refused", "Couldn't connect", "unable to connect", "Failed to connect")
+
+
+def command(args) -> list[str]:
+    if args.tool == "iperf3":
+        if args.mode == "server":
+            return ["iperf3", "-s", "-1", "-p", str(args.port)]
+        return [
+            "iperf3",
+            "-c",
+            args.peer,
+            "-p",
+            str(args.port),
+            "-t",
+            str(args.seconds),
+            "-J",
+            "--connect-timeout",
+            "2000",
+        ]
+    cmd = [args.tool, "-d", args.device, "-p", str(args.port), "-F"]
+    if args.gid_index is not None:
+        cmd += ["-x", str(args.gid_index)]
+    if args.tool.endswith("_bw"):
+        cmd += ["-D", str(args.seconds)]
+    else:
+        cmd += ["-n", "1000"]
+    return [*cmd, args.peer] if args.mode == "client" else cmd
+
+
+def pair_test(args) -> dict:
+    limit = args.seconds + args.wait + 30
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            proc = subprocess.run(command(args), capture_output=True, text=True, timeout=limit, check=False)
+            rc, output = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            rc, output = 124, f"{args.tool} did not finish within {limit:.0f} s: {exc}"
+        except FileNotFoundError:
+            rc, output = 127, f"{args.tool} is not installed"
+        if args.mode == "server" or rc == 0 or time.monotonic() > deadline or not any(s in output for s in NOT_READY):
+            break
+        time.sleep(0.3)
+    return {"tool": args.tool, "mode": args.mode, "rc": rc, "output": output[-20000:]}
+
+
+# ------------------------------------------------------------------------------------------- allreduce
+
+
+def allreduce(args) -> dict:
+    """Rank 0 hosts the store. Each size: warm-up, then `iters` timed all-reduces of float32 tensors;
+    algbw = bytes / time, busbw = algbw x 2(n-1)/n (the nccl-tests definition). The result is also checked
+    (every rank contributes rank+1, so each element must equal n(n+1)/2)."""
+    os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", args.ifname)
+
+    import torch
+    import torch.distributed as dist
+
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    try:
+        store = dist.TCPStore(
+            args.master, args.port, args.world, is_master=args.rank == 0, timeout=timedelta(seconds=args.timeout)
+        )
+        dist.init_process_group(
+            backend, store=store, rank=args.rank, world_size=args.world, timeout=timedelta(seconds=args.timeout)
+        )
+        n = args.world
+        expected = n * (n + 1) / 2
+        results = []
+        for size in (int(s) for s in args.sizes.split(",") if s):
+            tensor = torch.empty(max(1, size // 4), dtype=torch.float32, device=device)
+            for _ in range(args.warmup):
+                dist.all_reduce(tensor.fill_(1.0))
+            tensor.fill_(float(args.rank + 1))
+            dist.barrier()
+            if backend == "nccl":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for i in range(args.iters):
+                if i:
+                    tensor.fill_(float(args.rank + 1))
+                dist.all_reduce(tensor)
+            if backend == "nccl":
+                torch.cuda.synchronize()
+            seconds = (time.perf_counter() - start) / args.iters
+            correct = bool(torch.all(tensor == expected).item())
+            algbw = tensor.numel() * 4 * 8 / seconds / 1e9
+            results.append(
+                {
+                    "bytes": tensor.numel() * 4,
+                    "seconds": round(seconds, 6),
+                    "algbw_gbps": round(algbw, 3),
+                    "busbw_gbps": round(algbw * 2 * (n - 1) / n, 3),
+                    "correct": correct,
+                }
+            )
+        dist.destroy_process_group()
+    except Exception as exc:  # reported with the rank, the controller names the host
+        return {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    out = {"ok": True, "rank": args.rank, "world": args.world, "backend": backend}
+    if args.rank == 0:
+        out["results"] = results
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="probe", required=True)
+    node_ap = sub.add_parser("node", help="read-only facts: fabric NIC, RDMA drivers, modules, GPUs")
+    node_ap.add_argument("--ifname", required=True)
+    node_ap.add_argument("--root", default="/")
+    node_ap.set_defaults(run=node_facts)
+    ping_ap = sub.add_parser("ping", help="ping every peer's fabric address at once")
+    ping_ap.add_argument("--peers", required=True, help="name=address,... ")
+    ping_ap.add_argument("--size", type=int, help="ICMP payload bytes (MTU - 28 for IPv4)")
+    ping_ap.add_argument("--df", action="store_true", help="set don't-fragment (path MTU probe)")
+    ping_ap.add_argument("--count", type=int, default=3)
+    ping_ap.set_defaults(run=ping_peers)
+    pair_ap = sub.add_parser("pair", help="one end of a pairwise link test")
+    pair_ap.add_argument("mode", choices=["server", "client"])
+    pair_ap.add_argument("--tool", choices=["iperf3", "ib_write_bw", "ib_write_lat"], required=True)
+    pair_ap.add_argument("--peer")
+    pair_ap.add_argument("--port", type=int, required=True)
+    pair_ap.add_argument("--seconds", type=int, default=3)
+    pair_ap.add_argument("--device")
+    pair_ap.add_argument("--gid-index", type=int)
+    pair_ap.add_argument("--wait", type=float, default=20.0, help="client: how long to retry a server not yet up")
+    pair_ap.set_defaults(run=pair_test)
+    ar_ap = sub.add_parser("allreduce", help="all-reduce bus bandwidth over a size sweep, every node at once")
+    ar_ap.add_argument("--rank", type=int, required=True)
+    ar_ap.add_argument("--world", type=int, required=True)
+    ar_ap.add_argument("--master", required=True)
+    ar_ap.add_argument("--port", type=int, required=True)
+    ar_ap.add_argument("--ifname", required=True)
+    ar_ap.add_argument("--sizes", default="1048576,8388608,33554432", help="bytes, comma-separated")
+    ar_ap.add_argument("--iters", type=int, default=5)
+    ar_ap.add_argument("--warmup", type=int, default=1)
+    ar_ap.add_argument("--timeout", type=float, default=60.0)
+    ar_ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    ar_ap.set_defaults(run=allreduce)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    print(json.dumps(args.run(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
