@@ -4,7 +4,9 @@
 
 The lab grows between sizes (lab up N adds hosts; site.yml converges only what is new, not timed here), then
 the ladder runs once per size with short stress durations. Reports the ladder's wall time, the pair rounds
-(N-1 for even N) and each rung's share, read from the verdict. Leaves no lab behind.
+(N-1 for even N, N for odd N) and where the time went (from each rung's `at` in the verdict: the steps before
+the pair tests, the pair rounds, the all-reduce, the rest), with the machine's cores and load average at each
+size. Leaves no lab behind.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -41,6 +44,26 @@ def playbook(*args: str, check: bool = True) -> tuple[float, subprocess.Complete
     return time.monotonic() - t0, proc
 
 
+def spans(verdict: dict) -> dict[str, float]:
+    """Seconds per phase of the ladder, from the rungs' decision times."""
+    at = {r["name"]: datetime.fromisoformat(r["at"]) for r in verdict["rungs"] if r.get("at")}
+    start, end = datetime.fromisoformat(verdict["started"]), datetime.fromisoformat(verdict["finished"])
+
+    def between(a: datetime | None, b: datetime | None) -> float | None:
+        return round((b - a).total_seconds(), 1) if a and b else None
+
+    return {
+        "to_path_mtu_s": between(start, at.get("path_mtu")),
+        "pairs_s": between(at.get("path_mtu"), at.get("tcp_bw")),
+        "allreduce_s": between(at.get("tcp_bw"), at.get("allreduce")),
+        "rest_s": between(at.get("allreduce"), end),
+    }
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
@@ -53,6 +76,7 @@ def main() -> int:
             cluster.up(n)
             playbook("playbooks/site.yml")
             before = {p.name for p in VALIDATE.iterdir()} if VALIDATE.exists() else set()
+            load_before = load()
             took, _ = playbook("playbooks/validate.yml", "-e", f"pair_seconds={args.pair_seconds}", check=False)
             new = sorted(p for p in VALIDATE.iterdir() if p.name not in before)
             verdict = json.loads((new[-1] / "verdict.json").read_text())
@@ -65,6 +89,9 @@ def main() -> int:
                     "status": verdict["status"],
                     "playbook_s": round(took, 1),
                     "ladder_s": span.total_seconds(),
+                    **spans(verdict),
+                    "load_before": load_before,
+                    "load_after": load(),
                     "tcp_bw_min_gbps": next((r["value"] for r in verdict["rungs"] if r["name"] == "tcp_bw"), None),
                     "allreduce_busbw_gbps": next(
                         (r["value"] for r in verdict["rungs"] if r["name"] == "allreduce"), None
@@ -74,12 +101,19 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     finally:
         cluster.down()
-    print("\n| hosts | pairs | rounds | verdict | validate.yml wall s | min TCP pair Gb/s | all-reduce busbw Gb/s |")
-    print("|---|---|---|---|---|---|---|")
+    cpu = platform.processor() or platform.machine()
+    print(f"\nmachine: {os.cpu_count()} cores, {cpu}, pair tests {args.pair_seconds} s")
+    print(
+        "\n| hosts | pairs | rounds | verdict | validate.yml wall s | to path_mtu s | pair rounds s | s per round "
+        "| all-reduce s | rest s | min TCP pair Gb/s | all-reduce busbw Gb/s | load avg before → after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        per_round = round(r["pairs_s"] / r["rounds"], 1) if r["pairs_s"] else None
         print(
-            f"| {r['hosts']} | {r['pairs']} | {r['rounds']} | {r['status']} | {r['playbook_s']} "
-            f"| {r['tcp_bw_min_gbps']} | {r['allreduce_busbw_gbps']} |"
+            f"| {r['hosts']} | {r['pairs']} | {r['rounds']} | {r['status']} | {r['playbook_s']} | {r['to_path_mtu_s']} "
+            f"| {r['pairs_s']} | {per_round} | {r['allreduce_s']} | {r['rest_s']} | {r['tcp_bw_min_gbps']} "
+            f"| {r['allreduce_busbw_gbps']} | {r['load_before']} → {r['load_after']} |"
         )
     return 0
 
