@@ -33,9 +33,9 @@ def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
     return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60, check=False)
 
 
-def latest_verdict(before: set[str]) -> tuple[Path, dict]:
+def latest_verdict(before: set[str], proc: subprocess.CompletedProcess) -> tuple[Path, dict]:
     new = sorted(p for p in VALIDATE.iterdir() if p.name not in before) if VALIDATE.exists() else []
-    assert new, "validate.yml wrote no verdict directory"
+    assert new, "validate.yml wrote no verdict directory:\n" + tail(proc)
     return new[-1], json.loads((new[-1] / "verdict.json").read_text())
 
 
@@ -130,7 +130,7 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     # PFC doing its job on lab-node1's port (pauses, ECN marks in the lossless qos-group 3): reported, not failed.
     traffic = {"Ethernet1/1": {"3": {"tx-pause": 150, "rx-pause": 20, "ecn-marked": 42}}}
     proc = validate_with_traffic(traffic, *SHORT, "-e", f"train_data={corpus}")
-    folder, verdict = latest_verdict(before)
+    folder, verdict = latest_verdict(before, proc)
     by = rungs(verdict)
     for name in ("inventory", "reachability", "node_health", "path_mtu", "tcp_bw", "allreduce", "switch"):
         assert by[name]["status"] == "pass", by[name]
@@ -164,12 +164,16 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
 
 
 def test_validate_names_the_throttled_host(lab3, throttled) -> None:
+    """keep_going: every rung runs after the failing link rung; the lossless class also drops on the throttled
+    host's switch port during the run, and the switch rung names switch, port and host."""
     before = existing()
-    proc = playbook("playbooks/validate.yml", *SHORT, timeout=900)
+    port = f"Ethernet1/{lab3.index(throttled) + 1}"
+    small = ["-e", "keep_going=true", "-e", '{"cluster_validate_allreduce_sizes": [65536]}']
+    proc = validate_with_traffic({port: {"3": {"dropped": 5, "tx-pause": 900}}}, *SHORT, *small)
     assert proc.returncode != 0, "a throttled host must fail the ladder"
-    _, verdict = latest_verdict(before)
+    _, verdict = latest_verdict(before, proc)
     assert verdict["status"] == "fail" and verdict["first_failure"] == "tcp_bw", verdict["rungs"]
-    assert verdict["bad_hosts"] == [throttled], verdict
+    assert verdict["bad_hosts"] == [throttled] and not verdict["stopped_early"], verdict
     assert sorted(map(tuple, verdict["bad_pairs"])) == sorted(
         tuple(sorted((h, throttled), key=lab3.index)) for h in lab3 if h != throttled
     )
@@ -185,6 +189,12 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     assert len(tcp["pairs"]) == 3 and all(p["gbps"] is not None for p in tcp["pairs"]), tcp["pairs"]
     assert sorted(verdict["matrix"]["failed"]) == verdict["bad_pairs"]
     assert "[FAIL] tcp_bw" in proc.stdout and "[SKIP] rdma_bw" in proc.stdout
-    # Stopped at the first failure: later rungs say so.
-    assert by["allreduce"]["status"] == "skip" and "stopped at the failing rung tcp_bw" in by["allreduce"]["reason"]
-    assert f"bad host(s): {throttled}" in proc.stdout
+    # Went on: the all-reduce ran (a small size: the throttled link is 10 Mbit/s), the switch rung read the drops.
+    assert by["allreduce"]["status"] == "pass" and by["allreduce"]["world"] == 3, by["allreduce"]
+    switch = by["switch"]
+    assert switch["status"] == "fail" and switch["value"] == 5 and switch["bad_hosts"] == [throttled], switch
+    assert (
+        f"lab-switch {port} ({throttled}): 5 dropped in qos-group 3, 0 PFC pauses received, 900 sent"
+        in (switch["reason"])
+    )
+    assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
