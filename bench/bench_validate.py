@@ -2,11 +2,11 @@
 
   flock /tmp/rdma-llm-lab.lock .venv/bin/python bench/bench_validate.py [--hosts 2 4 8] [--pair-seconds 2]
 
-The lab grows between sizes (lab up N adds hosts; site.yml converges only what is new, not timed here), then
-the ladder runs once per size with short stress durations. Reports the ladder's wall time, the pair rounds
-(N-1 for even N, N for odd N) and where the time went (from each rung's `at` in the verdict: the steps before
-the pair tests, the pair rounds, the all-reduce, the rest), with the machine's cores and load average at each
-size. Leaves no lab behind.
+The lab comes up once at the largest size and site.yml converges it (not timed); the ladder then runs on the
+first N hosts (`--limit`, the ladder validates only the play's hosts), smallest N first, with short stress
+durations. Reports the ladder's wall time, the pair rounds (N-1 for even N, N for odd N) and where the time
+went (from each rung's `at` in the verdict: the steps before the pair tests, the pair rounds, the all-reduce,
+the rest), with the machine's cores and load average around each run. Leaves no lab behind.
 """
 
 from __future__ import annotations
@@ -72,12 +72,15 @@ def main() -> int:
     rows = []
     try:
         cluster.down()
+        hosts = cluster.up(max(args.hosts))["hosts"]
+        playbook("playbooks/site.yml")
         for n in sorted(args.hosts):
-            cluster.up(n)
-            playbook("playbooks/site.yml")
             before = {p.name for p in VALIDATE.iterdir()} if VALIDATE.exists() else set()
             load_before = load()
-            took, _ = playbook("playbooks/validate.yml", "-e", f"pair_seconds={args.pair_seconds}", check=False)
+            took, _ = playbook(
+                "playbooks/validate.yml", "--limit", ",".join(hosts[:n]), "-e", f"pair_seconds={args.pair_seconds}",
+                check=False,
+            )  # fmt: skip
             new = sorted(p for p in VALIDATE.iterdir() if p.name not in before)
             verdict = json.loads((new[-1] / "verdict.json").read_text())
             span = datetime.fromisoformat(verdict["finished"]) - datetime.fromisoformat(verdict["started"])
