@@ -138,13 +138,11 @@ class ActionModule(ActionBase):
             ]
             if peers:
                 peer = peers[0]["host"]
-                silent = time.time() - last_contact
-                if lost and silent > 2 * interval:
-                    # Out of touch (two polls missed) while a peer's job ended: this host is likely why (its
-                    # ranks' peers lost it), so say so rather than report it as running.
-                    job.update(state="unreachable", ended=last_contact, why=f"unreachable for {silent:.0f} s ({lost})")
-                    self._signal(signal_dir, host, job)
-                break
+                if not lost:
+                    break
+                # Out of touch while a peer's job ended: the peer may have failed because this host went away
+                # (a host that shuts down ends its torchrun, which ends the others'). Keep polling until the
+                # host answers again or stays silent for lost_after (then it is the one to name).
             if time.time() > deadline:
                 timed_out = True
                 break
