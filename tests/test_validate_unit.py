@@ -201,6 +201,7 @@ def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
     assert before["sw"]["Ethernet1/1"]["drops_q3"] == 3 and before["sw"]["Ethernet1/1"]["ingress_drops"] == 2
     same = cv.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
     assert same["status"] == "pass" and same["value"] == 0
+    assert same["reason"] == "no drops in qos-group 3 on 1 port(s); 0 PFC pauses, 0 ECN-marked"
     grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
     after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
     rung = cv.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})

@@ -113,7 +113,10 @@ def test_switch_rung_passes_with_pauses_and_marks_and_names_the_port_that_drops(
     assert rung["deltas"]["lab-switch:Ethernet1/2"]["drops_q0"] == 7
     port1 = next(c for c in rung["checks"] if "Ethernet1/1" in c["detail"])
     assert port1["host"] == "lab-node1" and "150 sent" in port1["detail"] and "42 ECN-marked" in port1["detail"]
-    assert "[PASS] switch" in out
+    assert (
+        "[PASS] switch" in out
+        and rung["reason"] == "no drops in qos-group 3 on 3 port(s); 170 PFC pauses, 42 ECN-marked"
+    )
 
     # Then three packets dropped in the lossless class on lab-node3's port: only what grew between reads counts.
     dropped = {**healthy, "Ethernet1/3": {"3": {"dropped": 3, "tx-pause": 9}}}

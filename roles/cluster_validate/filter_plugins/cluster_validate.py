@@ -910,7 +910,12 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
                 )
             )
     total = sum(c["value"] for c in checks)
-    return _rung_from_checks("switch", checks, value=total, threshold=0, unit="packets", deltas=deltas)
+    pauses = sum(d.get("pause_rx", 0) + d.get("pause_tx", 0) for d in deltas.values())
+    marked = sum(d.get(f"ecn_q{nodrop_group}", 0) for d in deltas.values())
+    summary = f"no drops in qos-group {nodrop_group} on {len(checks)} port(s); {pauses} PFC pauses, {marked} ECN-marked"
+    return _rung_from_checks(
+        "switch", checks, value=total, threshold=0, unit="packets", deltas=deltas, pass_reason=summary
+    )
 
 
 def evaluate_train(report, floor_tokens_per_s, skip_reason=None, min_mfu=0.0):
