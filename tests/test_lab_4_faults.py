@@ -11,11 +11,12 @@ import time
 
 import pytest
 
-from lab import cluster
+from lab import cluster, podman
 from tests.conftest import ROOT, tail, tool_env
 from tests.test_lab_3_train import (  # noqa: F401
     ARTIFACTS,
     KILL,
+    SMALL,
     corpus,
     no_training_processes,
     payload,
@@ -112,6 +113,48 @@ def test_killed_rank_restarts_by_itself_and_finishes(lab_cluster, corpus) -> Non
     no_training_processes(hosts)
 
 
+def fabric_address(host: str) -> str:
+    return cluster.Node(int(host.removeprefix("lab-node"))).fabric_cidr.split("/")[0]
+
+
+def test_stopped_node_fails_within_two_minutes_then_resumes(lab_cluster, corpus) -> None:  # noqa: F811
+    hosts, run_id, steps = lab_cluster["hosts"], f"fault-node-{int(time.time())}", 60
+    common = ["-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", *payload(KILL)]
+    play = start_train(*common)
+    wait_for_step(play, hosts, run_id, 15)
+    victim = hosts[-1]  # not rank 0's host, which holds the rendezvous
+    t0 = time.monotonic()
+    podman.run("stop", "-t", "2", victim)
+    try:
+        out = finish(play, 300)
+        took = time.monotonic() - t0
+    finally:
+        podman.run("start", victim)
+        node = cluster.Node(int(victim.removeprefix("lab-node")))
+        cluster.wait_ssh(node, time.monotonic() + 120)
+    print(f"node stopped -> playbook failed: {took:.1f} s")
+    assert play.returncode != 0, out[-4000:]
+    flat = " ".join(out.split())
+    assert f"job failed on {victim}: unreachable" in flat, out[-4000:]
+    assert took < 150, f"the playbook took {took:.0f} s to fail after {victim} stopped"
+    assert (ARTIFACTS / run_id / hosts[0] / "logs" / "torchrun.log").exists()
+    # Like a real server, the restarted host brings its fabric address up at boot (netplan's config).
+    deadline, addr = time.monotonic() + 30, ""
+    while fabric_address(victim) not in addr and time.monotonic() < deadline:
+        time.sleep(1)
+        addr = ssh(victim, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
+    assert fabric_address(victim) in addr, f"{victim} came back without its fabric address: {addr}"
+    no_training_processes(hosts)
+    proc = train(*common, "-e", "resume=true")
+    assert proc.returncode == 0, tail(proc)
+    report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == steps, report
+    for host in hosts:
+        assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
+    losses_continue(run_id, hosts[0])
+    no_training_processes(hosts)
+
+
 def test_fabric_link_down_20s_the_run_still_finishes(lab_cluster, corpus) -> None:  # noqa: F811
     hosts, run_id, steps = lab_cluster["hosts"], f"fault-link-{int(time.time())}", 60
     play = start_train(
@@ -172,3 +215,24 @@ def test_full_checkpoint_disk_fails_naming_the_node_then_resumes(lab_cluster, co
         no_training_processes(hosts)
     finally:
         ssh(victim, "umount", ckpts)
+
+
+def test_preflight_names_every_problem_before_anything_starts(lab_cluster, corpus) -> None:  # noqa: F811
+    """Rendezvous port taken on node 0 and a peer whose fabric address does not answer: both named at once,
+    and no unit started."""
+    hosts, run_id = lab_cluster["hosts"], f"fault-preflight-{int(time.time())}"
+    squat = "/opt/rdma-llm/venv/bin/python -m http.server 29500"
+    ssh(hosts[0], "systemd-run", "--unit=lab-port-squat", "--collect", *squat.split())
+    ssh(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=1")
+    try:
+        proc = train("-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL), timeout=600)
+    finally:
+        ssh(hosts[0], "systemctl", "stop", "lab-port-squat")
+        ssh(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=0")
+    assert proc.returncode != 0, tail(proc)
+    flat = " ".join(proc.stdout.split())
+    assert f"{hosts[0]}: rendezvous port 29500 is in use" in flat, tail(proc)
+    assert f"{hosts[0]}: {hosts[-1]} ({fabric_address(hosts[-1])}) does not answer on rdma0" in flat, tail(proc)
+    for host in hosts:
+        state = ssh(host, "systemctl", "show", "-p", "LoadState", "--value", f"train-{run_id}").stdout.strip()
+        assert state == "not-found", f"{host}: a unit was started ({state})"
