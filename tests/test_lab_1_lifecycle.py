@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -13,12 +12,13 @@ pytestmark = pytest.mark.lab
 
 
 def lab_processes() -> list[str]:
-    """conmon processes of lab containers, and the switch emulator."""
+    """conmon processes of lab containers, and this checkout's lab emulators (a Molecule scenario or a
+    switch test running beside the lab has its own, in its own directory)."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     return [
         line
         for line in out.splitlines()
-        if ("conmon" in line and "lab-node" in line) or ("lab.nxos_emu" in line and str(os.getpid()) not in line)
+        if ("conmon" in line and "lab-node" in line) or ("lab.nxos_emu" in line and str(cluster.STATE_ROOT) in line)
     ]
 
 
