@@ -3,22 +3,11 @@ repeats a role default for them (each default lives in the role's defaults/main.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 import yaml
 
 from tests.conftest import ROOT
-
-
-def load(name: str, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from tests.conftest import load_plugin as load
 
 S = load("playbook_shortcuts_under_test", ROOT / "playbooks" / "filter_plugins" / "shortcuts.py")
 

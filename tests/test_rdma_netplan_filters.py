@@ -4,21 +4,10 @@ them on Debian 12 (recorded in the lab: eth0 management, rdma0 fabric)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from tests.conftest import ROOT
-
-
-def load(name: str, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from tests.conftest import load_plugin as load
 
 F = load("rdma_netplan_filters_under_test", ROOT / "roles" / "rdma_netplan" / "filter_plugins" / "rdma_netplan.py")
 

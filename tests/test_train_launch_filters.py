@@ -5,23 +5,15 @@ service with RemainAfterExit=yes (recorded in the lab)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.conftest import load_plugin as load
 
 ROLE = ROOT / "roles" / "train_launch"
 PAYLOAD = str(ROOT / "payload")
-
-
-def load(name: str, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 F = load("train_launch_filters_under_test", ROLE / "filter_plugins" / "train_launch.py")
