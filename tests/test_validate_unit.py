@@ -383,6 +383,151 @@ def test_node_health_infiniband_needs_sm_and_lids() -> None:
     assert rung["status"] == "fail" and "no subnet manager" in rung["reason"]
 
 
+# ------------------------------------------------------------------------------------ unreachable hosts
+
+# Ansible's messages for a host that does not answer: the first three recorded here with ansible-core 2.19.14 and
+# OpenSSH 9.2p1 (`ansible.builtin.ping` with ignore_unreachable against a closed port, an unresolvable name and
+# a stopped lab container); the last two are the forms ansible-core's ssh connection plugin builds (its
+# "Data could not be sent" wrapper, and the SSH chatter and `\r\n` endings it passes through).
+UNREACHABLE = [
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 1: Connection refused",
+        "ssh: connect to host 127.0.0.1 port 1: Connection refused",
+    ),
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: Could not resolve hostname no-such-host.invalid: "
+        "Name or service not known",
+        "ssh: Could not resolve hostname no-such-host.invalid: Name or service not known",
+    ),
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: No route to host",
+        "ssh: connect to host 10.77.0.13 port 22: No route to host",
+    ),
+    (
+        'Data could not be sent to remote host "10.0.0.7". Make sure this host can be reached over ssh: '
+        "ssh: connect to host 10.0.0.7 port 22: Connection timed out\r\n",
+        "ssh: connect to host 10.0.0.7 port 22: Connection timed out",
+    ),
+    (
+        "Failed to connect to the host via ssh: Warning: Permanently added '10.0.0.7' (ED25519) to the list of known "
+        "hosts.\r\nroot@10.0.0.7: Permission denied (publickey,password).",
+        "root@10.0.0.7: Permission denied (publickey,password).",
+    ),
+    ("", "no answer"),
+    (None, "no answer"),
+]
+
+
+@pytest.mark.parametrize(("msg", "why"), UNREACHABLE)
+def test_unreachable_reason_is_the_cause_in_one_line(msg, why) -> None:
+    assert cv.unreachable_reason(msg) == why
+
+
+def test_unreachable_reason_is_short_and_keeps_no_secret() -> None:
+    why = cv.unreachable_reason("Failed to connect to the host via ssh: sshpass password=hunter2 " + "x" * 400)
+    assert "hunter2" not in why and "password=***" in why
+    assert len(why) == 160 and why.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("results", "named"),
+    [
+        # answered: `pong`
+        ({"n1": {"ping": "pong", "changed": False}}, {}),
+        # ignore_unreachable keeps the host in the play with the message
+        ({"n1": {"ping": "pong"}, "n2": {"unreachable": True, "msg": UNREACHABLE[2][0]}}, {"n2": UNREACHABLE[2][1]}),
+        # a failed ping (no python on the host, a task timeout) is no answer either
+        ({"n1": {"failed": True, "msg": "Task failed: timed out"}}, {"n1": "timed out"}),
+        # no result at all: the host left the play before the ping; named, never silently dropped
+        ({"n1": {}, "n2": None}, {"n1": "no result (host left the play)", "n2": "no result (host left the play)"}),
+        ({"n1": {"changed": False}}, {"n1": "no answer"}),
+    ],
+)
+def test_unreachable_hosts(results, named) -> None:
+    assert cv.unreachable_hosts(results) == named
+
+
+@pytest.mark.parametrize(
+    ("errors", "unreachable", "status", "bad", "in_reason"),
+    [
+        ({}, {}, "pass", [], "preflight checks passed"),
+        ({}, {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}, "fail", ["n3"],
+         "n3: unreachable over SSH (ssh: connect to host 10.77.0.13 port 22: No route to host); host checks not run"),
+        ({"n1": "fabric interface 'rdma0' does not exist"}, {"n3": "no answer"}, "fail", ["n1", "n3"],
+         "n1: fabric interface 'rdma0' does not exist; n3: unreachable over SSH (no answer)"),
+        ({}, {"n1": "a", "n2": "b", "n3": "c"}, "fail", ["n1", "n2", "n3"], "n2: unreachable over SSH (b)"),
+    ],
+)  # fmt: skip
+def test_inventory_rung_names_the_unreachable_host(errors, unreachable, status, bad, in_reason) -> None:
+    rung = cv.evaluate_host_errors("inventory", errors, ["n1", "n2", "n3"], "preflight checks passed", unreachable)
+    assert rung["status"] == status and rung["bad_hosts"] == bad, rung
+    assert in_reason in rung["reason"]
+    assert rung["value"] == 3 - len(bad) and rung["threshold"] == 3 and rung["unit"] == "hosts"
+    ssh = [c for c in rung["checks"] if c["check"] == "ssh"]
+    assert sorted(c["host"] for c in ssh) == sorted(unreachable) and all(c["status"] == "fail" for c in ssh)
+
+
+def _unreachable_ladder(keep_going):
+    """The rungs validate.yml records when n3 does not answer: inventory fails, then either the rest is not run
+    or (keep going) each runs on n1 and n2 and says it left n3 out."""
+    left_out = {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    rungs = [cv.evaluate_host_errors("inventory", {}, ["n1", "n2", "n3"], "preflight checks passed", left_out)]
+    if keep_going:
+        later = [
+            cv.make_rung("reachability", "pass", value=2, threshold=2, unit="checks"),
+            cv.make_rung("rdma_bw", "skip", reason="no RDMA device on n1, n2"),
+            cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), {"n1": None, "n2": None}, name="tcp_bw"),
+        ]
+        rungs += [cv.note_left_out(r, left_out) for r in later]
+    else:
+        names = ["reachability", "node_health", "path_mtu", "rdma_bw", "rdma_lat", "tcp_bw", "allreduce", "switch"]
+        rungs += cv.skipped_after(names, "inventory")
+    return cv.verdict(rungs, ["n1", "n2", "n3"], keep_going=keep_going, left_out=left_out)
+
+
+def test_unreachable_host_stops_the_ladder_at_inventory() -> None:
+    v = _unreachable_ladder(keep_going=False)
+    assert v["status"] == "fail" and v["first_failure"] == "inventory" and v["stopped_early"]
+    assert v["bad_hosts"] == ["n3"] and v["bad_pairs"] == [] and v["hosts"] == ["n1", "n2", "n3"]
+    assert v["left_out"] == {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    assert v["matrix"] is None
+    first, *later = v["rungs"]
+    assert first["status"] == "fail" and "n3: unreachable over SSH" in first["reason"]
+    assert later and all(r["status"] == "skip" for r in later)
+    assert {r["reason"] for r in later} == {"not run: the ladder stopped at the failing rung inventory"}
+    assert cv.console_line(first).startswith("[FAIL] inventory      2 hosts (threshold 3) bad hosts: n3 — n3: ")
+
+
+def test_unreachable_host_keep_going_rungs_say_what_they_left_out() -> None:
+    v = _unreachable_ladder(keep_going=True)
+    assert v["status"] == "fail" and v["first_failure"] == "inventory" and not v["stopped_early"]
+    assert v["bad_hosts"] == ["n3"], v
+    by = {r["name"]: r for r in v["rungs"]}
+    for name in ("reachability", "rdma_bw", "tcp_bw"):
+        assert by[name]["left_out"] == ["n3"], by[name]
+        assert by[name]["reason"].endswith("left out n3 (unreachable over SSH, see inventory)"), by[name]
+    # The status of a later rung is about the hosts it ran on; the reason it had is kept.
+    assert by["reachability"]["status"] == "pass" and by["reachability"]["reason"] == (
+        "left out n3 (unreachable over SSH, see inventory)"
+    )
+    assert by["rdma_bw"]["status"] == "skip" and by["rdma_bw"]["reason"].startswith("no RDMA device on n1, n2; ")
+    assert by["tcp_bw"]["status"] == "pass" and v["bad_pairs"] == []
+    # The matrix keeps every host: n3's row is empty (not measured), not missing.
+    assert v["matrix"]["hosts"] == ["n1", "n2", "n3"] and v["matrix"]["values"][2] == [None, None, None]
+    assert cv.note_left_out(by["inventory"], {}) is by["inventory"]
+
+
+def test_report_names_the_left_out_host(tmp_path: Path) -> None:
+    report = _load("validate_report", ROLE / "files" / "validate_report.py")
+    (tmp_path / "verdict.json").write_text(json.dumps(_unreachable_ladder(keep_going=False)))
+    report.main([str(tmp_path)])
+    md = (tmp_path / "report.md").read_text()
+    assert "First failing rung: **inventory** (the ladder stopped there)" in md
+    assert "Bad host(s): n3;" in md
+    assert "(unreachable over SSH): n3 (ssh: connect to host 10.77.0.13 port 22: No route to host)" in md
+    assert "| reachability | skip |" in md and "- FAIL n3 ssh: unreachable over SSH" in md
+
+
 # ------------------------------------------------------------------------------------ verdict and report
 
 

@@ -35,6 +35,12 @@ def markdown(verdict: dict) -> str:
             f"bad pair(s): {', '.join('-'.join(p) for p in verdict['bad_pairs']) or '—'}",
             "",
         ]
+    if verdict.get("left_out"):
+        lines += [
+            "Left out of the rungs after `inventory` (unreachable over SSH): "
+            + "; ".join(f"{h} ({why})" for h, why in verdict["left_out"].items()),
+            "",
+        ]
     lines += ["| rung | status | value | threshold | unit | reason |", "|---|---|---|---|---|---|"]
     for rung in verdict["rungs"]:
         lines.append(

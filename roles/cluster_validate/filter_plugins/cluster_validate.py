@@ -987,8 +987,11 @@ def bandwidth_matrix(hosts, pairs):
     return {"hosts": list(hosts), "unit": "Gb/s", "values": values, "failed": failed}
 
 
-def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=False):
-    """The ladder's verdict: overall status, the first failing rung, the hosts and pairs to blame."""
+def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=False, left_out=None):
+    """The ladder's verdict: overall status, the first failing rung, the hosts and pairs to blame.
+
+    left_out: {host: why} of the hosts the rungs after `inventory` did not run on (unreachable over SSH).
+    """
     first_fail = next((r["name"] for r in rungs if r["status"] == "fail"), None)
     bad_pairs = sorted({tuple(p) for r in rungs for p in r.get("bad_pairs") or []})
     bad_hosts = sorted({h for r in rungs for h in r.get("bad_hosts") or [] if h in hosts})
@@ -1004,6 +1007,7 @@ def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=Fa
         "stopped_early": bool(first_fail) and not keep_going,
         "bad_hosts": bad_hosts,
         "bad_pairs": [list(p) for p in bad_pairs],
+        "left_out": dict(sorted((left_out or {}).items())),
         "rungs": rungs,
         "matrix": bandwidth_matrix(hosts, pair_rung["pairs"]) if pair_rung else None,
     }
@@ -1077,11 +1081,68 @@ def measurements(raw, servers=None):
     return out
 
 
-def evaluate_host_errors(name, errors, hosts, pass_reason=None):
-    """A rung from per-host error messages ({host: message or ''}): pass when no host has one."""
-    checks = [_check(h, name, "fail" if errors.get(h) else "pass", errors.get(h) or "ok") for h in hosts]
+def evaluate_host_errors(name, errors, hosts, pass_reason=None, unreachable=None):
+    """A rung from per-host error messages ({host: message or ''}): pass when no host has one.
+
+    unreachable: {host: why} of the hosts that did not answer over SSH (unreachable_hosts): each fails the rung
+    with why, and what the rung would have checked on it is said not to have run.
+    """
+    unreachable = unreachable or {}
+    checks = []
+    for h in hosts:
+        if h in unreachable:
+            checks.append(_check(h, "ssh", "fail", f"unreachable over SSH ({unreachable[h]}); host checks not run"))
+        else:
+            checks.append(_check(h, name, "fail" if errors.get(h) else "pass", errors.get(h) or "ok"))
     return _rung_from_checks(name, checks, value=sum(1 for c in checks if c["status"] == "pass"), threshold=len(hosts),
                              unit="hosts", pass_reason=pass_reason)  # fmt: skip
+
+
+# Lines of an SSH error that say nothing about the cause, and the wrappers Ansible puts around the cause.
+_SSH_NOISE = re.compile(r"^(warning: permanently added|debug\d*:|openssh_|mux_client_|muxclient|control ?socket|"
+                        r"connection to \S+ closed|\s*$)", re.I)  # fmt: skip
+_SSH_WRAPPERS = (
+    re.compile(r"^task failed:\s*", re.I),
+    re.compile(r"^failed to connect to the host via \w+:\s*", re.I),
+    re.compile(r"^data could not be sent to remote host \S+\. make sure this host can be reached over ssh:\s*", re.I),
+)
+_SECRET = re.compile(r"\b(password|passwd|passphrase|secret|token)=\S+", re.I)
+
+
+def unreachable_reason(msg, limit=160):
+    """Ansible's unreachable message shortened to its cause, one line (`ssh: connect to host 10.88.0.13 port 22:
+    No route to host`): wrappers and SSH chatter dropped, `password=...` values masked, at most `limit` chars."""
+    lines = [line.strip() for line in str(msg or "").replace("\r", "\n").splitlines()]
+    lines = [line for line in lines if line and not _SSH_NOISE.match(line)] or ["no answer"]
+    text = " ".join(lines[-1].split())
+    for wrapper in _SSH_WRAPPERS:
+        text = wrapper.sub("", text)
+    text = _SECRET.sub(lambda m: m.group(1) + "=***", text) or "no answer"
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def unreachable_hosts(results):
+    """{host: registered ansible.builtin.ping result} -> {host: why} of the hosts that did not answer `pong`.
+
+    A host with no result (dropped before the ping) or a failed ping counts as not answering: a host the ladder
+    cannot reach is named, never silently left out.
+    """
+    out = {}
+    for host, res in (results or {}).items():
+        res = res or {}
+        if res.get("ping") == "pong" and not res.get("unreachable") and not res.get("failed"):
+            continue
+        out[host] = unreachable_reason(res.get("msg") or ("no answer" if res else "no result (host left the play)"))
+    return out
+
+
+def note_left_out(rung, left_out):
+    """A rung run without the unreachable hosts says which it left out (its status is about the others)."""
+    if not left_out:
+        return rung
+    names = sorted(left_out)
+    note = f"left out {', '.join(names)} (unreachable over SSH, see inventory)"
+    return dict(rung, left_out=names, reason=f"{rung['reason']}; {note}" if rung.get("reason") else note)
 
 
 def host_json(hostvars_of_host, register):
@@ -1143,4 +1204,6 @@ class FilterModule:
             "cluster_validate_host_errors": evaluate_host_errors,
             "cluster_validate_host_json": host_json,
             "cluster_validate_reach_result": reach_result,
+            "cluster_validate_unreachable": unreachable_hosts,
+            "cluster_validate_left_out": note_left_out,
         }
