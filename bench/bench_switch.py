@@ -30,7 +30,9 @@ sys.path.insert(0, str(ROOT))
 from lab import cluster  # noqa: E402  (needs the sys.path line above)
 
 
-def start_emulators(workdir: Path, count: int) -> list[tuple[subprocess.Popen, Path, int]]:
+def start_emulators(workdir: Path, count: int, host_key: Path) -> list[tuple[subprocess.Popen, Path, int]]:
+    """`count` emulators sharing one pre-made host key (left to themselves, they would race to create
+    the same key file). On a start failure the ones already started are stopped."""
     started = []
     for index in range(1, count + 1):
         state = workdir / f"leaf{index}"
@@ -38,7 +40,7 @@ def start_emulators(workdir: Path, count: int) -> list[tuple[subprocess.Popen, P
         cmd = [
             *cluster.emulator_cmd(state, f"leaf{index}", "admin", "rdma-lab"),
             "--host-key",
-            str(workdir / "host_key"),
+            str(host_key),
         ]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started.append((proc, state, 0))
@@ -47,6 +49,7 @@ def start_emulators(workdir: Path, count: int) -> list[tuple[subprocess.Popen, P
     for proc, state, _ in started:
         while not (state / "port").exists():
             if proc.poll() is not None or time.monotonic() > deadline:
+                stop(started)
                 raise SystemExit(f"emulator in {state} did not start")
             time.sleep(0.05)
         ready.append((proc, state, int((state / "port").read_text())))
@@ -162,7 +165,7 @@ def main() -> int:
             for attempt in range(args.repeat):
                 run_dir = workdir / f"{size}-{attempt}"
                 run_dir.mkdir()
-                emulators = start_emulators(run_dir, size)
+                emulators = start_emulators(run_dir, size, workdir / "host_key")
                 try:
                     inv = inventory(run_dir, emulators)
                     apply_s, stats, apply_tasks = playbook(inv, run_dir / "render")

@@ -1,12 +1,12 @@
 """Plan the commands that take an NX-OS running config exactly to the nxos_roce_qos intent.
 
-Pure Python (stdlib only), imported by the action plugin action_plugins/nxos_roce_qos_plan.py (which runs on
-the controller with no connection and reads the rendered intent file) and by tests/switch/test_plan.py.
+Pure Python (stdlib only), imported by the action plugin action_plugins/nxos_roce_qos_switch.py (which reads
+the switch over the persistent connection and the rendered intent file) and by tests/switch/test_plan.py.
 `plan(running, intent, marking_policy, queuing_policy=None)` returns
 
-- `commands`: the configuration lines in the order they are sent, removals (`no ...`) before
-  additions in every block, and `config`, the same lines indented under their parents (the file
-  `nxos_config src:` sends with `match: none`);
+- `commands`: the configuration lines in the order they are sent (flat, each lands in its parent's
+  mode as on NX-OS), removals (`no ...`) before additions in every block, and `config`, the same lines
+  indented under their parents (written to the commands file for review);
 - `before`, `after` and `unified_diff`: the managed blocks as they are and as they will be (the action
   hands them to `--diff`).
 
@@ -240,8 +240,7 @@ def plan(running_text: str, intent_text: str, marking_policy: str, queuing_polic
     )
     return {
         "commands": [line for _, line in commands],
-        # The same, indented: `nxos_config src:` keeps each line under its parent (a flat `lines:`
-        # list would merge the identical lines of two interfaces into one).
+        # The same, indented under their parents: what a reviewer reads in the commands file.
         "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
         "before": before_text,
         "after": after_text,
