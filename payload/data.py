@@ -267,10 +267,20 @@ class ShardedSampler:
         return ids
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "pos": self.pos}
+        return {"epoch": self.epoch, "pos": self.pos, "world_size": self.world_size, "batch_size": self.batch_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue where the saved sampler stopped, also with another world size (a job that goes on with
+        fewer nodes): the blocks dealt so far in the epoch are a prefix of its permutation (every rank is at the
+        same position), so the new ranks start after that prefix, rounded up to a whole micro-batch of the new
+        world. No block is seen twice in the epoch; fewer than one new global micro-batch of blocks is skipped."""
         self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
+        world, batch = int(state.get("world_size", self.world_size)), int(state.get("batch_size", self.batch_size))
+        if (world, batch) != (self.world_size, self.batch_size):
+            dealt = self.pos * batch * world
+            self.pos = -(-dealt // (self.batch_size * self.world_size))
+            if self.pos >= self.batches_per_epoch:
+                self.epoch, self.pos = self.epoch + 1, 0
         self._order = self._epoch_order(self.epoch)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -205,7 +206,7 @@ class RankShardSampler(D.ShardedSampler):
     same number of micro-batches per epoch (the smallest rank's), so all ranks step together."""
 
     def __init__(self, blocks: ShardBlocks, rank_shards: list[list[int]], batch_size: int, rank: int, seed: int):
-        self.batch_size, self.rank, self.seed = batch_size, rank, seed
+        self.batch_size, self.rank, self.seed, self.world_size = batch_size, rank, seed, len(rank_shards)
         per_rank = [np.concatenate([blocks.shard_ids(s) for s in shards]) for shards in rank_shards]
         self.block_ids = per_rank[rank]
         self.batches_per_epoch = min(len(ids) for ids in per_rank) // batch_size
@@ -220,3 +221,20 @@ class RankShardSampler(D.ShardedSampler):
     def _epoch_order(self, epoch: int) -> np.ndarray:
         perm = np.random.default_rng([self.seed, self.rank, epoch]).permutation(self.block_ids)
         return perm[: self.batches_per_epoch * self.batch_size]
+
+    def state_dict(self) -> dict[str, int]:
+        return {**super().state_dict(), "batches_per_epoch": self.batches_per_epoch}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Another world size deals the shards anew: the epoch goes on from the same share of it (blocks of
+        this epoch may repeat or be skipped; the next epochs are whole)."""
+        world = int(state.get("world_size", self.world_size))
+        if world == self.world_size:
+            super().load_state_dict(state)
+            return
+        done = int(state["pos"]) / max(int(state.get("batches_per_epoch") or 1), 1)
+        self.epoch, self.pos = (
+            int(state["epoch"]),
+            min(math.ceil(done * self.batches_per_epoch), self.batches_per_epoch),
+        )
+        self._order = self._epoch_order(self.epoch)

@@ -588,9 +588,15 @@ class Trainer:
             if saved.get(key) != getattr(self.cfg, key):
                 self.log(f"resume: warning: {key} was {saved.get(key)!r}, now {getattr(self.cfg, key)!r}")
         if meta["world_size"] != self.world:
-            self.log(f"resume: warning: world size was {meta['world_size']}, now {self.world}; data order changes")
+            # The per-rank batch (batch_size x grad_accum) stays: tokens per step follow the world size, the
+            # step count and the learning-rate schedule stay those of the run (max_steps).
+            self.log(
+                f"resume: world size {meta['world_size']} -> {self.world}: per-rank batch kept, tokens per step "
+                f"{self.tokens_per_step * meta['world_size'] // self.world:,} -> {self.tokens_per_step:,}; the data "
+                "order goes on after the blocks already dealt in this epoch"
+            )
         self.step, self.tokens_seen = meta["step"], meta["tokens_seen"]
-        self.sampler.load_state_dict(meta["sampler"])
+        self.sampler.load_state_dict({"world_size": meta["world_size"], **meta["sampler"]})
         rng = ckpt / f"rng_rank{self.rank}.pt"
         if rng.exists():
             _set_rng_state(torch.load(rng, weights_only=False))
@@ -601,7 +607,13 @@ class Trainer:
             f"resume: {ckpt} at step {self.step}, {self.tokens_seen:,} tokens seen"
             + (", fresh optimizer state (--skip_optimizer)" if cfg.skip_optimizer else "")
         )
-        self.metrics.write(kind="resume", step=self.step, checkpoint=str(ckpt))
+        self.metrics.write(
+            kind="resume",
+            step=self.step,
+            checkpoint=str(ckpt),
+            world_size_before=meta["world_size"],
+            world_size=self.world,
+        )
         return str(ckpt)
 
     # ------------------------------------------------------------------------------------------ training

@@ -5,6 +5,7 @@ service with RemainAfterExit=yes (recorded in the lab)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -218,6 +219,98 @@ def test_job_outcome(jobs, deadline, outcome, message) -> None:
     assert got["message"].startswith(message), got
 
 
+LOST = {"state": "unreachable", "ended": 5.0, "why": "unreachable for 45 s (ssh)"}
+FAILED = {"state": "failed", "ended": 10.0, "unit": unit("failed", "failed", "exit-code", "1", "1")}
+NODES3 = ["n1", "n2", "n3"]
+
+
+@pytest.mark.parametrize(
+    ("min_nodes", "nodes", "max_restarts", "expected"),
+    [
+        (0, 2, 0, {"min_nodes": 2, "max_nodes": 2, "elastic": False, "nnodes": "2", "rdzv_conf": ""}),
+        (2, 2, 0, {"min_nodes": 2, "max_nodes": 2, "elastic": False, "nnodes": "2", "rdzv_conf": ""}),
+        ("1", 2, "1", {"min_nodes": 1, "max_nodes": 2, "elastic": True, "nnodes": "1:2",
+                       "rdzv_conf": ",last_call_timeout=15"}),
+        (2, 3, 2, {"min_nodes": 2, "max_nodes": 3, "elastic": True, "nnodes": "2:3",
+                   "rdzv_conf": ",last_call_timeout=15"}),
+        (3, 2, 1, "train_launch_min_nodes=3 must be between 1 and the 2 node(s) of this launch"),
+        (-1, 2, 1, "train_launch_min_nodes=-1 must be between 1 and the 2 node(s)"),
+        ("two", 2, 1, "train_launch_min_nodes='two' is not a whole number"),
+        (1, 2, 0, "train_launch_min_nodes=1 below the 2 nodes of this launch needs train_launch_max_restarts >= 1"),
+    ],
+)  # fmt: skip
+def test_elastic_plan(min_nodes, nodes, max_restarts, expected) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(F.AnsibleFilterError, match=re.escape(expected)):
+            F.elastic_plan(min_nodes, nodes, max_restarts, 15)
+    else:
+        assert F.elastic_plan(min_nodes, nodes, max_restarts, 15) == expected
+
+
+@pytest.mark.parametrize(
+    ("records", "nodes", "min_nodes", "ends"),
+    [
+        ({}, NODES3, 0, False),
+        ({"n1": {"host": "n1", "state": "completed"}}, NODES3, 0, False),  # a peer done is no reason to stop
+        ({"n3": LOST}, NODES3, 0, True),  # no min_nodes: a lost peer ends the job
+        ({"n3": LOST}, NODES3, 3, True),
+        ({"n3": LOST}, NODES3, 2, False),  # 2 of 3 left: the survivors go on
+        ({"n2": LOST, "n3": LOST}, NODES3, 2, True),  # 1 of 3 left, fewer than min_nodes
+        ({"n2": LOST, "n3": LOST}, NODES3, 1, False),
+        ({"n1": LOST}, NODES3, 1, True),  # node rank 0 held the rendezvous
+        ({"n3": FAILED}, NODES3, 1, True),  # a unit that failed ends it, min_nodes or not
+        ({"n3": LOST, "n2": FAILED}, NODES3, 1, True),
+        ({"n3": {"state": "missing"}}, NODES3, 2, False),  # its unit gone: the host restarted
+        ({"n3": {"state": "stopped"}}, NODES3, 2, True),  # stopped by hand: the job stops
+    ],
+)
+def test_peers_end_watch(records, nodes, min_nodes, ends) -> None:
+    assert F.peers_end_watch(records, "n1" if "n1" not in records else "n2", nodes, min_nodes) is ends
+
+
+@pytest.mark.parametrize(
+    ("jobs", "min_nodes", "outcome", "message", "lost"),
+    [
+        ({"n1": DONE, "n2": LOST}, 0, "failed", "job failed on n2: unreachable for 45 s (ssh)", []),
+        (
+            {"n1": DONE, "n2": LOST},
+            1,
+            "completed",
+            "completed on 1 of 2 nodes (min_nodes 1) after losing n2 (unreachable for 45 s (ssh))",
+            ["n2"],
+        ),
+        ({"n1": RUNNING, "n2": LOST}, 1, "running", "goes on with 1 of 2 nodes (min_nodes 1) after losing n2", ["n2"]),
+        (
+            {"n1": FAILED, "n2": LOST},
+            1,
+            "failed",
+            "job failed on n2: unreachable for 45 s (ssh) (then on n1)",
+            [],
+        ),
+        (
+            {"n1": LOST, "n2": RUNNING},
+            1,
+            "failed",
+            "job failed on n1: unreachable for 45 s (ssh); it cannot go on without n1: n1 held the rendezvous",
+            [],
+        ),
+        (
+            {"n1": RUNNING, "n2": LOST, "n3": LOST},
+            2,
+            "failed",
+            "job failed on n2: unreachable for 45 s (ssh) (then on n3); it cannot go on without n2, n3: 1 of 3 nodes"
+            " left, train_launch_min_nodes=2",
+            [],
+        ),
+        ({"n1": DONE, "n2": DONE, "n3": LOST}, 2, "completed", "completed on 2 of 3 nodes (min_nodes 2)", ["n3"]),
+    ],
+)
+def test_job_outcome_with_min_nodes(jobs, min_nodes, outcome, message, lost) -> None:
+    got = F.job_outcome(jobs, False, sorted(jobs), min_nodes)
+    assert (got["outcome"], [g["host"] for g in got["lost"]]) == (outcome, lost), got
+    assert got["message"].startswith(message), got
+
+
 @pytest.mark.parametrize(
     ("elapsed", "metrics", "expected"),
     [
@@ -380,7 +473,10 @@ def test_report_lists_each_restart_of_this_launch_with_cause_and_steps_lost() ->
     ]
     got = R.restarts(rank0, 10, failures)
     cause = "lab-node2: local rank 0 killed by SIGKILL (pid 7)"
-    assert got == [{"time": 20, "last_step_before": 17, "resumed_at_step": 10, "steps_lost": 7, "cause": cause}]
+    assert got == [
+        {"time": 20, "last_step_before": 17, "resumed_at_step": 10, "steps_lost": 7, "cause": cause,
+         "world_size_before": None, "world_size_after": None}
+    ]  # fmt: skip
     assert R.restarts(rank0, 10, [])[0]["cause"].startswith("unknown")
     assert R.restarts(rank0[:6], 10, []) == []
     # Exit codes only (a rank raised): the earliest failure is the cause.
@@ -389,6 +485,35 @@ def test_report_lists_each_restart_of_this_launch_with_cause_and_steps_lost() ->
     # A failure logged after the restart belongs to a later one, not to this.
     late = [failures[0], {**failures[1], "time": 30.0}]
     assert R.restarts(rank0, 10, late)[0]["cause"] == "lab-node1: local rank 0 exit code 1 (pid 5)"
+
+
+def test_report_names_the_lost_node_and_the_world_size_it_went_on_with() -> None:
+    """A node lost for good with min_nodes: the survivors' restart on fewer ranks names it (its own logs are not
+    collected; the survivor logged only its broken collective), with the step and the world size."""
+
+    def rec(t, kind, **kw):
+        return {"time": t, "rank": 0, "kind": kind, **kw}
+
+    rank0 = [
+        rec(10, "start", world_size=2),
+        rec(12, "train", step=15),
+        rec(13, "train", step=20),
+        rec(60, "start", world_size=1),
+        rec(61, "resume", step=20, world_size_before=2, world_size=1),
+        rec(62, "train", step=25),
+    ]
+    failures = [{"host": "lab-node1", "text": "local rank 0 exit code 1", "pid": 5, "code": 1, "time": 30.0}]
+    lost = [{"host": "lab-node2", "at": 14.0, "why": "unreachable for 45 s (ssh)"}]
+    (got,) = R.restarts(rank0, 10, failures, lost)
+    assert got["cause"] == "lab-node2 lost (unreachable for 45 s (ssh))"
+    assert (got["world_size_before"], got["world_size_after"], got["resumed_at_step"]) == (2, 1, 20)
+    assert R.lost_nodes(lost, [got]) == [
+        {"host": "lab-node2", "at": 14.0, "why": "unreachable for 45 s (ssh)", "last_step_before": 20,
+         "resumed_at_step": 20, "world_size_before": 2, "world_size_after": 1}
+    ]  # fmt: skip
+    # A restart at the same world size (a rank died, the node stayed) keeps the logged cause.
+    same = [r | {"world_size": 2} if r["kind"] == "start" else r for r in rank0]
+    assert R.restarts(same, 10, failures, lost)[0]["cause"] == "lab-node1: local rank 0 exit code 1 (pid 5)"
 
 
 def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:

@@ -100,3 +100,25 @@ def test_ddp_resume_continues_exactly(straight_run, launch, tmp_path, corpus, to
     assert resumed["final_val_loss"] == pytest.approx(
         json.loads((straight / "result.json").read_text())["final_val_loss"], abs=2e-3
     )
+
+
+def test_ddp_resume_on_fewer_ranks_goes_on_from_the_checkpoint(launch, tmp_path, corpus, tokenizer_dir, token_cache):
+    """A job that lost a node continues on the survivors (torchrun's elastic restart): 2 ranks stop at step 8,
+    one rank resumes from their checkpoint and finishes, keeping its per-rank batch."""
+    out = tmp_path / "elastic"
+    run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, stop_after=8, **COMMON))
+    stopped = json.loads((out / "result.json").read_text())
+    log = run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, **COMMON), nproc=1)
+    assert "resume: world size 2 -> 1: per-rank batch kept, tokens per step 2,048 -> 1,024" in log, log[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["world_size"] == 1
+    assert result["start_step"] == 8 and result["final_step"] == 16
+    assert result["tokens_seen"] == 8 * 8 * 64 * 2 * 2 + 8 * 8 * 64 * 2 * 1
+    # the one rank starts from the weights the two saved (its validation batches are both ranks' halves)
+    assert result["initial_val_loss"] < stopped["initial_val_loss"] - 1.0, (stopped, result)
+    assert result["final_val_loss"] < result["initial_val_loss"]
+    resume = [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "resume"]
+    assert resume[-1] | {"checkpoint": None} == {
+        "kind": "resume", "step": 8, "checkpoint": None, "world_size_before": 2, "world_size": 1,
+        "rank": 0, "time": resume[-1]["time"],
+    }  # fmt: skip

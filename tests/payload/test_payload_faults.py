@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from payload_helpers import base_args, read_jsonl, wait_for
+from payload_helpers import TRAIN, Launch, base_args, free_port, read_jsonl, wait_for
 
 pytestmark = pytest.mark.payload
 
@@ -85,3 +86,40 @@ def test_sigterm_checkpoints_then_exits_nonzero(launch, tmp_path, corpus, tokeni
     assert (out / "checkpoints" / "latest").read_text().strip() == f"step_{step:07d}"
     assert (out / "checkpoints" / f"step_{step:07d}" / "model.pt").exists()
     assert "got SIGTERM, stopping after this step" in job.output()
+
+
+def test_lost_node_the_survivor_goes_on_alone_from_its_checkpoint(tmp_path, corpus, tokenizer_dir, token_cache):
+    """Two "nodes" (a torchrun agent each, own out_dir) in an elastic rendezvous, `--nnodes=1:2` as the launch
+    role renders it for min_nodes=1: node 1 vanishes (agent and worker SIGKILLed); node 0's agent restarts its
+    worker (max_restarts), the rendezvous drops the silent node after its heartbeats and completes alone, and
+    the payload resumes from node 0's checkpoint at world size 1 and finishes."""
+    port, jobs = free_port(), []
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    try:
+        for node, out in enumerate(outs):
+            cmd = [
+                sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc_per_node=1",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic",
+                f"--rdzv-conf=is_host={int(node == 0)},join_timeout=60,last_call_timeout=3",
+                "--local-addr=127.0.0.1", "--max-restarts=1", "--monitor-interval=1", str(TRAIN),
+                *base_args(out, corpus, tokenizer_dir, token_cache, max_steps=30, ckpt_interval=5, log_interval=1),
+            ]  # fmt: skip
+            jobs.append(Launch(cmd, tmp_path / f"torchrun-node{node}.log"))
+        rank_pids(outs[0], jobs[0], min_step=8)
+        jobs[1].stop()  # the node is gone: no SIGTERM, no checkpoint, no goodbye
+        t0 = time.monotonic()
+        rc = jobs[0].wait(timeout=240)
+        elapsed = time.monotonic() - t0
+        assert rc == 0, jobs[0].output()[-4000:]
+    finally:
+        for job in jobs:
+            job.stop()
+    result = json.loads((outs[0] / "result.json").read_text())
+    assert result["status"] == "completed" and result["final_step"] == 30 and result["world_size"] == 1, result
+    records = read_jsonl(outs[0] / "metrics.jsonl")
+    assert [r["world_size"] for r in records if r["kind"] == "start"] == [2, 1]
+    (resume,) = [r for r in records if r["kind"] == "resume"]
+    assert resume["world_size_before"] == 2 and resume["step"] >= 5, resume
+    train = [r for r in records if r["kind"] == "train"]
+    assert train[-1]["step"] == 30 and train[-1]["loss_global"] < train[0]["loss_global"] - 1.0, train
+    print(f"node lost -> survivor finished alone: {elapsed:.1f} s (from step {resume['step']})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -113,6 +114,14 @@ def test_blocks_stay_inside_shards_and_ranks_own_disjoint_shards(shard_dir):
     b = S.RankShardSampler(blocks, rank_shards, 4, 0, seed=7)
     b.load_state_dict(a.state_dict())
     assert all(np.array_equal(a.next_ids(), b.next_ids()) for _ in range(5))
+
+    # resume on one rank (a node lost for good): the shards are dealt anew, the epoch goes on from the same share
+    one_rank, _ = S.split_shards(n, 0.1, 1)
+    c = S.RankShardSampler(blocks, one_rank, 4, 0, seed=7)
+    c.load_state_dict(a.state_dict())
+    share = a.state_dict()["pos"] / a.batches_per_epoch
+    assert (c.epoch, c.pos) == (a.epoch, math.ceil(share * c.batches_per_epoch))
+    assert len(c.next_ids()) == 4
 
     with pytest.raises(S.ShardError, match="smaller --shard_tokens"):
         S.split_shards(3, 0.1, 4)

@@ -200,6 +200,30 @@ def test_sampler_resumes_at_the_same_position():
         D.ShardedSampler(ids, 16, rank=0, world_size=4, seed=0)
 
 
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (3, 2), (4, 3), (1, 2)])
+def test_sampler_goes_on_with_another_world_size(before, after):
+    """A job that continues on fewer (or more) ranks: the new ranks take the epoch's blocks after those already
+    dealt, never one twice, skipping less than one micro-batch of the new world."""
+    ids, batch = np.arange(240), 4
+    old = [D.ShardedSampler(ids, batch, rank=r, world_size=before, seed=5) for r in range(before)]
+    dealt = set()
+    for _ in range(5):
+        for s in old:
+            dealt |= set(s.next_ids().tolist())
+    state = json.loads(json.dumps(old[0].state_dict()))
+    new = [D.ShardedSampler(ids, batch, rank=r, world_size=after, seed=5) for r in range(after)]
+    for s in new:
+        s.load_state_dict(state)
+    rest = set()
+    while new[0].epoch == 0 and new[0].pos < new[0].batches_per_epoch:
+        for s in new:
+            got = set(s.next_ids().tolist())
+            assert not got & rest and not got & dealt
+            rest |= got
+    skipped = set(ids.tolist()) - dealt - rest
+    assert len(skipped) < batch * after + len(ids) % (batch * after) + 1, sorted(skipped)
+
+
 def test_validation_batches_are_fixed_and_disjoint():
     val = np.arange(100, 140)
     r0 = D.val_batches(val, 4, 3, rank=0, world_size=2)

@@ -4,8 +4,9 @@ decided afterwards for all hosts at once (filter train_launch_job_outcome).
 
 Hosts tell each other through files on the controller (`signal_dir/<host>.json`): a unit that failed on one
 host (or a host lost for `lost_after` seconds) ends the watch everywhere at the next poll, so the role stops
-the survivors at once instead of waiting for their collective timeout. The host that prints progress
-(`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
+the survivors at once instead of waiting for their collective timeout. With `min_nodes` (elastic rendezvous),
+hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
+prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class ActionModule(ActionBase):
         job = {"host": host, "state": "running", "unit": {}, "ended": None, "why": "", "link_down_at": None}
         last_contact, polls, timed_out, peer = time.time(), 0, False, None
         link_grace = float(args.get("link_grace", 45))
+        nodes, min_nodes = list(args.get("nodes") or []), int(args.get("min_nodes") or 0)
         while True:
             polls += 1
             lost = ""
@@ -133,11 +135,10 @@ class ActionModule(ActionBase):
                     job["ended"] = min(job["ended"], job["link_down_at"])
                 self._signal(signal_dir, host, job)
                 break
-            peers = [
-                r for h, r in self._peer_records(signal_dir).items() if h != host and r.get("state") != "completed"
-            ]
-            if peers:
-                peer = peers[0]["host"]
+            records = self._peer_records(signal_dir)
+            # Hosts lost for good that the job goes on without (min_nodes) do not end this watch.
+            if filters.peers_end_watch(records, host, nodes, min_nodes):
+                peer = next(h for h, r in records.items() if h != host and r.get("state") != "completed")
                 if not lost:
                     break
                 # Out of touch while a peer's job ended: the peer may have failed because this host went away

@@ -34,12 +34,16 @@ sys.modules[_spec.name] = filters
 _spec.loader.exec_module(filters)
 
 
-def restarts(rank0: list[dict], launched: float | None, failures: list[dict]) -> list[dict]:
+def restarts(
+    rank0: list[dict], launched: float | None, failures: list[dict], lost: list[dict] | None = None
+) -> list[dict]:
     """Every automatic restart of this launch: rank 0 started again and resumed from a checkpoint.
 
     Steps lost = the last step rank 0 logged before the restart minus the checkpoint step it resumed at.
     `failures` are the worker failures torchrun logged on every host (worker_failures); the cause of a restart
-    is the one where it started (filters.first_failure) among those logged since the previous start."""
+    is the one where it started (filters.first_failure) among those logged since the previous start. A restart
+    on fewer ranks (the world size of rank 0's start records shrank) after hosts were lost for good (`lost`,
+    the manifest's lost_nodes) names those hosts as its cause: their logs are not collected."""
     events = sorted((r for r in rank0 if not launched or r["time"] >= float(launched)), key=lambda r: r["time"])
     starts = [i for i, r in enumerate(events) if r.get("kind") == "start"]
     out = []
@@ -50,16 +54,25 @@ def restarts(rank0: list[dict], launched: float | None, failures: list[dict]) ->
         # Untimed lines (no log prefix) count for every restart; a timed one for the restart that follows it.
         window = [f for f in failures if f.get("time") is None or since - 1 <= f["time"] <= until + 1]
         first = filters.first_failure(window)
+        world = events[starts[n]].get("world_size"), events[i].get("world_size")
+        gone = [g for g in lost or [] if g.get("at") is None or float(g["at"]) <= until]
+        cause = (
+            f"{first['host']}: {first['text']} (pid {first['pid']})"
+            + (f": {first['error']}" if first.get("error") else "")
+            if first
+            else "unknown (see the hosts' torchrun logs)"
+        )
+        if gone and None not in world and world[1] < world[0]:
+            cause = "; ".join(f"{g['host']} lost ({g.get('why')})" for g in gone)
         out.append(
             {
                 "time": events[i]["time"],
                 "last_step_before": before[-1] if before else None,
                 "resumed_at_step": resumed,
                 "steps_lost": max(before[-1] - resumed, 0) if before and resumed is not None else None,
-                "cause": f"{first['host']}: {first['text']} (pid {first['pid']})"
-                + (f": {first['error']}" if first.get("error") else "")
-                if first
-                else "unknown (see the hosts' torchrun logs)",
+                "world_size_before": world[0],
+                "world_size_after": world[1],
+                "cause": cause,
             }
         )
     return out
@@ -128,7 +141,10 @@ def summarise(run: Path) -> dict:
             max(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 0.0), 1
         ),
         "restarts": restarts(
-            rank0, launched, worker_failures(run, manifest["nodes"], manifest.get("launch_id"), launched)
+            rank0,
+            launched,
+            worker_failures(run, manifest["nodes"], manifest.get("launch_id"), launched),
+            manifest.get("lost_nodes"),
         ),
         "results": results,
         "curves": {
@@ -137,7 +153,29 @@ def summarise(run: Path) -> dict:
             "tokens_per_s": [[r["step"], r.get("tokens_per_s")] for r in this_launch],
         },
     }
+    summary["lost_nodes"] = lost_nodes(manifest.get("lost_nodes") or [], summary["restarts"])
     return summary
+
+
+def lost_nodes(lost: list[dict], restarts: list[dict]) -> list[dict]:
+    """Each host lost for good with the restart that went on without it: the step rank 0 had logged, the step
+    the survivors resumed at, and the world size before and after."""
+    out = []
+    for g in lost:
+        after = [r for r in restarts if g["host"] in r["cause"] and r["world_size_after"] is not None]
+        r = after[0] if after else {}
+        out.append(
+            {
+                "host": g["host"],
+                "at": g.get("at"),
+                "why": g.get("why"),
+                "last_step_before": r.get("last_step_before"),
+                "resumed_at_step": r.get("resumed_at_step"),
+                "world_size_before": r.get("world_size_before"),
+                "world_size_after": r.get("world_size_after"),
+            }
+        )
+    return out
 
 
 def plot(summary: dict, run: Path) -> list[str]:
@@ -179,7 +217,7 @@ def markdown(s: dict) -> str:
         f"# Run {s['run_id']}: {s['outcome']}",
         "",
         f"{s['engine']} · model {s['model']} · {s['nodes']} node(s) · world size {fmt(s['world_size'])}"
-        + (f"\n\n**{s['message']}**" if s["outcome"] != "completed" else ""),
+        + (f"\n\n**{s['message']}**" if s["outcome"] != "completed" or s["lost_nodes"] else ""),
         "",
         "| metric | value |",
         "|---|---|",
@@ -195,11 +233,12 @@ def markdown(s: dict) -> str:
         "",
         *(
             [
-                "| restart at | last step before | resumed at step | steps lost | cause |",
-                "|---|---|---|---|---|",
+                "| restart at | last step before | resumed at step | steps lost | world size | cause |",
+                "|---|---|---|---|---|---|",
                 *(
                     f"| {time.strftime('%H:%M:%S', time.gmtime(r['time']))} UTC | {fmt(r['last_step_before'])} | "
-                    f"{fmt(r['resumed_at_step'])} | {fmt(r['steps_lost'])} | {r['cause']} |"
+                    f"{fmt(r['resumed_at_step'])} | {fmt(r['steps_lost'])} | "
+                    f"{fmt(r['world_size_before'])} → {fmt(r['world_size_after'])} | {r['cause']} |"
                     for r in s["restarts"]
                 ),
                 "",
@@ -234,6 +273,14 @@ def main() -> int:
         f"val loss {fmt(summary['initial_val_loss'])} -> {fmt(summary['final_val_loss'])}, "
         f"{fmt(summary['tokens_per_s_median'], ',.0f')} tokens/s"
     )
+    if summary["lost_nodes"]:  # the job went on without them (min_nodes): say so first
+        print(summary["message"])
+    for g in summary["lost_nodes"]:
+        at = time.strftime("%H:%M:%S", time.gmtime(float(g["at"]))) + " UTC" if g.get("at") else "?"
+        print(
+            f"lost: {g['host']} at {at} ({g['why']}) after step {fmt(g['last_step_before'])}; went on from step "
+            f"{fmt(g['resumed_at_step'])} with world size {fmt(g['world_size_before'])} -> {fmt(g['world_size_after'])}"
+        )
     for r in summary["restarts"]:
         print(
             f"restart: after step {fmt(r['last_step_before'])}, resumed at {fmt(r['resumed_at_step'])} "

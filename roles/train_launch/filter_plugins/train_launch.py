@@ -297,12 +297,107 @@ def _exit_text(unit: dict[str, Any]) -> str:
     return f"exit code {status}"
 
 
-def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) -> dict[str, Any]:
+def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any) -> dict[str, Any]:
+    """torchrun's node count for a launch of `nodes` nodes that may go on with `min_nodes` (0 = all of them).
+
+    Fewer than all makes the rendezvous elastic (`--nnodes=MIN:MAX`): when a node is lost for good, the
+    survivors' agents restart their workers (one of `max_restarts`), the rendezvous drops the silent node
+    after its heartbeats stop and completes with the survivors once `last_call` seconds have passed, and the
+    payload resumes from its latest checkpoint at the new world size. A continuation is a restart, so it
+    needs max_restarts >= 1."""
+
+    def number(name: str, value: Any) -> int:
+        try:
+            return int(str(value).strip())
+        except ValueError as e:
+            raise AnsibleFilterError(f"{name}={value!r} is not a whole number") from e
+
+    wanted, restarts, wait = (
+        number("train_launch_min_nodes", min_nodes),
+        number("train_launch_max_restarts", max_restarts),
+        number("train_launch_rdzv_last_call", last_call),
+    )
+    if not 0 <= wanted <= nodes:
+        raise AnsibleFilterError(
+            f"train_launch_min_nodes={wanted} must be between 1 and the {nodes} node(s) of this launch"
+            " (0 = all of them)"
+        )
+    least = wanted or nodes
+    if least < nodes and restarts < 1:
+        raise AnsibleFilterError(
+            f"train_launch_min_nodes={least} below the {nodes} nodes of this launch needs train_launch_max_restarts"
+            " >= 1: going on with fewer nodes is a restart of the survivors"
+        )
+    if least < nodes and wait < 1:
+        raise AnsibleFilterError(f"train_launch_rdzv_last_call={wait} must be at least 1 second")
+    elastic = least < nodes
+    return {
+        "min_nodes": least,
+        "max_nodes": nodes,
+        "elastic": elastic,
+        "nnodes": f"{least}:{nodes}" if elastic else str(nodes),
+        # Once min_nodes have joined, the rendezvous waits this long for the others (all joined: it completes).
+        "rdzv_conf": f",last_call_timeout={wait}" if elastic else "",
+    }
+
+
+_LOST = ("unreachable", "missing")
+
+
+def _losses(jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int) -> tuple[list[str], str]:
+    """The hosts lost for good among `jobs` and why the job cannot go on without them ("" when it can: every
+    ended host is lost, not node 0, which holds the rendezvous, and at least min_nodes are left)."""
+    ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed")}
+    lost = sorted(h for h, j in ended.items() if j.get("state") in _LOST)
+    if not lost or not min_nodes or min_nodes >= len(nodes):
+        return lost, "no min_nodes"
+    if len(lost) != len(ended):
+        return lost, "a unit failed"
+    if nodes and nodes[0] in lost:
+        return lost, f"{nodes[0]} held the rendezvous (node rank 0)"
+    left = len(nodes) - len(lost)
+    if left < min_nodes:
+        return lost, f"{left} of {len(nodes)} nodes left, train_launch_min_nodes={min_nodes}"
+    return lost, ""
+
+
+def peers_end_watch(records: dict[str, dict[str, Any]], host: str, nodes: list[str], min_nodes: int = 0) -> bool:
+    """Whether the peers' records (hosts whose watch ended: a unit that failed or stopped, a host lost) end the
+    watch of `host`. Any peer ends it, except hosts lost for good that the job can go on without
+    (train_launch_min_nodes): then the survivors keep training and this host keeps watching."""
+    peers = {h: r for h, r in records.items() if h != host and r.get("state") != "completed"}
+    if not peers:
+        return False
+    return bool(_losses(peers, nodes, int(min_nodes or 0))[1])
+
+
+def job_outcome(
+    jobs: dict[str, dict[str, Any]], deadline_passed: bool = False, nodes: list[str] | None = None, min_nodes: int = 0
+) -> dict[str, Any]:
     """Outcome of the job from each host's watch result (unit status as systemd reports it).
 
     A job failed where a unit failed or a host was lost; the message names the host where it started first
     (earliest exit), not the survivors that failed after it. Each job entry: `state` (running, completed,
-    failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`."""
+    failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`.
+    With `min_nodes` below the node count (`nodes`, in rank order), hosts lost for good do not fail a job that
+    can go on without them: the survivors decide it, and `lost` lists each lost host, when and why."""
+    nodes = list(nodes or jobs)
+    lost, blocked = _losses(jobs, nodes, int(min_nodes or 0))
+    if lost and not blocked:
+        gone = [
+            {"host": h, "at": jobs[h].get("ended"), "why": jobs[h].get("why") or jobs[h].get("state")} for h in lost
+        ]
+        rest = {h: j for h, j in jobs.items() if h not in lost}
+        decided = job_outcome(rest, deadline_passed)
+        left = f"{len(rest)} of {len(jobs)} nodes"
+        named = ", ".join(f"{g['host']} ({g['why']})" for g in gone)
+        if decided["outcome"] == "completed":
+            msg = f"completed on {left} (min_nodes {min_nodes}) after losing {named}"
+        elif decided["outcome"] == "running":
+            msg = f"goes on with {left} (min_nodes {min_nodes}) after losing {named}"
+        else:
+            msg = f"{decided['message']}, after losing {named}"
+        return decided | {"message": msg, "lost": gone}
     failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing", "stopped")}
     if failed:
         # Where it started: a worker killed by a signal, a link down or a lost host is a cause; the peers'
@@ -330,12 +425,14 @@ def job_outcome(jobs: dict[str, dict[str, Any]], deadline_passed: bool = False) 
                 why = f"{worker['text']} ({why})" + (f": {worker['error']}" if worker.get("error") else "")
         others = [h for h, _ in order[1:]]
         msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
-        return {"outcome": "failed", "message": msg, "first_failed": first_host}
+        if lost and blocked not in ("no min_nodes", "a unit failed"):
+            msg += f"; it cannot go on without {', '.join(lost)}: {blocked}"
+        return {"outcome": "failed", "message": msg, "first_failed": first_host, "lost": []}
     if jobs and all(j.get("state") == "completed" for j in jobs.values()):
-        return {"outcome": "completed", "message": "ok", "first_failed": None}
+        return {"outcome": "completed", "message": "ok", "first_failed": None, "lost": []}
     if deadline_passed:
-        return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None}
-    return {"outcome": "running", "message": "ok", "first_failed": None}
+        return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None, "lost": []}
+    return {"outcome": "running", "message": "ok", "first_failed": None, "lost": []}
 
 
 def _duration(seconds: float) -> str:
@@ -540,6 +637,7 @@ class FilterModule:
             "train_launch_rdma_pick": rdma_pick,
             "train_launch_worker_failures": worker_failures,
             "train_launch_job_outcome": job_outcome,
+            "train_launch_elastic_plan": elastic_plan,
             "train_launch_progress_line": progress_line,
             "train_launch_gate_verdict": gate_verdict,
             "train_launch_allreduce_results": allreduce_results,
