@@ -151,12 +151,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fabric", type=int, default=8, help="switches in the fabric run (default 8)")
     ap.add_argument("--repeat", type=int, default=1, help="measure each size this many times (best kept)")
-    ap.add_argument("--profile", type=int, default=0, help="print the N slowest tasks of the 1-switch runs")
+    ap.add_argument("--profile", type=int, default=0, help="print the N slowest tasks of the 1-switch and fabric runs")
     args = ap.parse_args()
     import paramiko
 
     rows = []
-    profile = ([], [])
+    profile = {}
     with tempfile.TemporaryDirectory(prefix="bench_switch_") as tmp:
         workdir = Path(tmp)
         paramiko.RSAKey.generate(2048).write_private_key_file(str(workdir / "host_key"))
@@ -179,8 +179,7 @@ def main() -> int:
                 result = (apply_s, again_s, execs // size, configs)
                 if best is None or result[0] + result[1] < best[0] + best[1]:
                     best = result
-                    if size == 1:
-                        profile = (apply_tasks, again_tasks)
+                    profile[size] = (apply_tasks, again_tasks)
             rows.append((size, *best))
     print(
         f"{'switches':>8} {'full apply s':>13} {'no-change s':>12} "
@@ -188,10 +187,10 @@ def main() -> int:
     )
     for size, apply_s, again_s, execs, configs in rows:
         print(f"{size:>8} {apply_s:>13.1f} {again_s:>12.1f} {execs:>30} {configs:>13}")
-    if args.profile:
-        for label, tasks in zip(("full apply", "no-change"), profile, strict=True):
+    for size, runs in profile.items() if args.profile else ():
+        for label, tasks in zip(("full apply", "no-change"), runs, strict=True):
             total = sum(t for _, t in tasks)
-            print(f"\n1 switch, {label}: {len(tasks)} tasks, {total:.1f} s in tasks; the slowest:")
+            print(f"\n{size} switch(es), {label}: {len(tasks)} tasks, {total:.1f} s in tasks; the slowest:")
             for name, seconds in sorted(tasks, key=lambda t: -t[1])[: args.profile]:
                 print(f"  {seconds:6.2f} s  {name}")
     one, fabric = rows[0], rows[-1]
