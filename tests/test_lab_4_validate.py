@@ -1,6 +1,7 @@
 """validate.yml end to end on a 3-host lab, healthy first: every rung the lab can run passes (TCP links, all-reduce,
 the switch's counters read around the stress rungs), the RDMA rungs are skipped with their reason. Then one host's
 fabric NIC is throttled with tc and the verdict must fail at the TCP link rung and name that host and its pairs.
+Last, one host's container is stopped: the verdict is still written, fails at rung 1 naming that host.
 
 Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts): it adds a third host
 and converges it with site.yml.
@@ -15,11 +16,12 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from lab import cluster
+from lab import cluster, podman
 from tests.conftest import ROOT, playbook, tail, tool_env
 
 pytestmark = pytest.mark.lab
@@ -198,3 +200,50 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
         in (switch["reason"])
     )
     assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
+
+
+@pytest.fixture
+def stopped(lab3):
+    """lab-node3's container stopped as tests/test_lab_4_faults.py stops a node; started again afterwards, back
+    with SSH and its fabric address (netplan's config at boot) for whatever runs next."""
+    victim = lab3[-1]
+    node = cluster.Node(int(victim.removeprefix("lab-node")))
+    podman.run("stop", "-t", "2", victim)
+    try:
+        yield victim
+    finally:
+        podman.run("start", victim)
+        cluster.wait_ssh(node, time.monotonic() + 120)
+        address, deadline, shown = node.fabric_cidr.split("/")[0], time.monotonic() + 30, ""
+        while address not in shown and time.monotonic() < deadline:
+            time.sleep(1)
+            shown = ssh(victim, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
+        assert address in shown, f"{victim} came back without its fabric address: {shown}"
+
+
+def test_validate_names_the_unreachable_host(lab3, stopped) -> None:
+    """A node that is down: rung 1 fails naming it and why, the later rungs skip, the verdict is written, exit 2."""
+    before = existing()
+    t0 = time.monotonic()
+    proc = playbook("playbooks/validate.yml", *SHORT, timeout=300)
+    took = time.monotonic() - t0
+    print(f"validate.yml with {stopped} stopped: {took:.1f} s, rc {proc.returncode}")
+    assert proc.returncode == 2, tail(proc)
+    folder, verdict = latest_verdict(before, proc)
+    assert verdict["status"] == "fail" and verdict["first_failure"] == "inventory" and verdict["stopped_early"]
+    assert verdict["bad_hosts"] == [stopped] and verdict["hosts"] == lab3, verdict
+    why = verdict["left_out"][stopped]
+    ip = cluster.Node(int(stopped.removeprefix("lab-node"))).mgmt_ip
+    assert why.startswith(f"ssh: connect to host {ip} port 22: ") or "timed out" in why, why
+    first, *later = verdict["rungs"]
+    assert first["name"] == "inventory" and first["status"] == "fail" and first["bad_hosts"] == [stopped], first
+    assert f"{stopped}: unreachable over SSH ({why})" in first["reason"], first
+    assert [c["status"] for c in first["checks"] if c["host"] != stopped] == ["pass", "pass"], first["checks"]
+    assert len(later) == 9 and all(r["status"] == "skip" for r in later), later
+    assert {r["reason"] for r in later} == {"not run: the ladder stopped at the failing rung inventory"}
+    flat = " ".join(proc.stdout.split())
+    assert f"[FAIL] inventory 2 hosts (threshold 3) bad hosts: {stopped}" in flat
+    assert "[SKIP] reachability — not run: the ladder stopped at the failing rung inventory" in flat
+    assert f"verdict: FAIL at inventory; bad host(s): {stopped}" in flat
+    assert f"Bad host(s): {stopped};" in (folder / "report.md").read_text()
+    assert took < 120, f"validate.yml took {took:.0f} s to name the stopped host"

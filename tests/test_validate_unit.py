@@ -387,8 +387,9 @@ def test_node_health_infiniband_needs_sm_and_lids() -> None:
 
 # Ansible's messages for a host that does not answer: the first three recorded here with ansible-core 2.19.14 and
 # OpenSSH 9.2p1 (`ansible.builtin.ping` with ignore_unreachable against a closed port, an unresolvable name and
-# a stopped lab container); the last two are the forms ansible-core's ssh connection plugin builds (its
-# "Data could not be sent" wrapper, and the SSH chatter and `\r\n` endings it passes through).
+# a stopped lab container); the last three are the forms ansible-core's ssh connection plugin builds (its
+# "Data could not be sent" wrapper, and the SSH chatter and `\r\n` endings it passes through) around OpenSSH's
+# own messages.
 UNREACHABLE = [
     (
         "Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 1: Connection refused",
@@ -400,7 +401,12 @@ UNREACHABLE = [
         "ssh: Could not resolve hostname no-such-host.invalid: Name or service not known",
     ),
     (
-        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: No route to host",
+        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: "
+        "Connection timed out",
+        "ssh: connect to host 10.77.0.13 port 22: Connection timed out",
+    ),
+    (
+        "Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: No route to host",
         "ssh: connect to host 10.77.0.13 port 22: No route to host",
     ),
     (
