@@ -107,6 +107,19 @@ def test_bad_values_fail_before_connecting_and_name_the_variable(tmp_path):
     assert not (tmp_path / "render").exists()
 
 
+def test_missing_password_fails_before_the_first_command_without_showing_it(tmp_path):
+    """No switch listens on port 9: a login attempt would fail with a connection error instead."""
+    host = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_password": ""}
+    run = run_playbook(
+        write_inventory(tmp_path / "inv", {"sw-nopass": host}),
+        extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")},
+    )
+    assert run.rc != 0 and run.stats("sw-nopass").get("unreachable", 0) == 0, run.explain()
+    report = run.result("sw-nopass", "push | Report the failure")
+    assert "ansible_user and ansible_password (or a key) must be set for sw-nopass" in report["msg"]
+    assert "Nothing was rolled back" in report["msg"]
+
+
 def test_apply_then_reapply_is_idempotent_and_silent_on_the_wire(emulator, switch_run):
     first = switch_run(emulator)
     assert first.rc == 0, first.explain()

@@ -5,8 +5,10 @@ Every step is a JSON-RPC call to the host's `ansible-connection` (cliconf `run_c
 was ~1 s of CPU per switch interaction (read, checkpoint, push, post-check read, save, delete) and
 made a fabric of switches CPU-bound on the controller. The logic is plain, tested Python:
 
-- `step: plan`: the batched read and the plan (../module_utils/nxos_roce_qos_session.py `read`,
-  ../module_utils/nxos_roce_qos_plan.py `plan`), the post-check of what was read
+- `step: plan`: writes the rendered intent (`intent_text`, from the task's `template` lookup) to its
+  file, checks that the connection has credentials (never printed), then the batched read and the
+  plan (../module_utils/nxos_roce_qos_session.py `read`, ../module_utils/nxos_roce_qos_plan.py
+  `plan`), the post-check of what was read
   (../filter_plugins/nxos_roce_qos.py); returns the commands, the `--diff` before/after and the fact
   `nxos_roce_qos_result`. Sends only show commands, in check mode too. A switch that needs nothing
   must pass the post-check of that read (outside check mode), else the task fails.
@@ -31,7 +33,8 @@ action: nxos_roce_qos_switch
 short_description: Read, plan and apply the nxos_roce_qos policy over the persistent network_cli connection
 options:
   step: {description: plan (read and plan) or apply (checkpoint, push, verify, save)., required: true, type: str}
-  intent: {description: Rendered intent file (controller); step plan., type: path}
+  intent: {description: Rendered intent file (controller); read, or written from intent_text; step plan., type: path}
+  intent_text: {description: The rendered intent; written to intent (directories made); step plan., type: str}
   marking_policy: {description: Input qos policy that marks a port as the role's; step plan., type: str}
   queuing_policy: {description: System queuing policy (per-speed variants are the role's); step plan., type: str}
   commands_file: {description: Where to write the planned commands indented under their parents; step plan., type: path}
@@ -111,8 +114,14 @@ class ActionModule(ActionBase):
         for name in ("intent", "marking_policy"):
             if not args.get(name):
                 raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
+        self._check_credentials(host)
         try:
-            intent = Path(args["intent"]).read_text(encoding="utf-8")
+            if args.get("intent_text") is not None:
+                intent = str(args["intent_text"])
+                intent = intent if intent.endswith("\n") else intent + "\n"
+                session.write_file(args["intent"], intent)
+            else:
+                intent = Path(args["intent"]).read_text(encoding="utf-8")
             running, pfc = session.read(cli)
             planned = _load("plan", "module_utils/nxos_roce_qos_plan.py").plan(
                 running, intent, args["marking_policy"], args.get("queuing_policy")
@@ -142,6 +151,15 @@ class ActionModule(ActionBase):
             if not planned["commands"] and not check_mode and not checked["passed"]:
                 result.update(failed=True, msg=f"Post-check failed: {session.failure_detail(checked)}")
         return result
+
+    def _check_credentials(self, host: str) -> None:
+        """Before the first command: a user and a password or key (the values are never shown)."""
+        option = self._connection.get_option
+        if not option("remote_user") or not (option("password") or option("private_key_file")):
+            raise AnsibleActionFail(
+                f"ansible_user and ansible_password (or a key) must be set for {host} "
+                "(the example inventory takes them from vault.yml)"
+            )
 
     def _apply(self, result, args, cli, session, postcheck, expected, host):
         if self._task.check_mode:
