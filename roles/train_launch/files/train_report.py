@@ -208,6 +208,10 @@ def plot(summary: dict, run: Path) -> list[str]:
     return list(charts)
 
 
+def _clock(epoch) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(float(epoch))) if epoch else "?"
+
+
 def fmt(v, spec=".4f"):
     return "-" if v is None else format(v, spec) if isinstance(v, float) else str(v)
 
@@ -231,6 +235,12 @@ def markdown(s: dict) -> str:
         f"| playbook start → end | {fmt(s['total_s'], '.1f')} s |",
         f"| automatic restarts | {len(s['restarts'])} |",
         "",
+        *(
+            f"Lost for good: **{g['host']}**, last answered {_clock(g.get('at'))} ({g['why']}), after step "
+            f"{fmt(g['last_step_before'])}; the job went on from step {fmt(g['resumed_at_step'])} with world size "
+            f"{fmt(g['world_size_before'])} → {fmt(g['world_size_after'])}.\n"
+            for g in s["lost_nodes"]
+        ),
         *(
             [
                 "| restart at | last step before | resumed at step | steps lost | world size | cause |",
@@ -276,10 +286,10 @@ def main() -> int:
     if summary["lost_nodes"]:  # the job went on without them (min_nodes): say so first
         print(summary["message"])
     for g in summary["lost_nodes"]:
-        at = time.strftime("%H:%M:%S", time.gmtime(float(g["at"]))) + " UTC" if g.get("at") else "?"
         print(
-            f"lost: {g['host']} at {at} ({g['why']}) after step {fmt(g['last_step_before'])}; went on from step "
-            f"{fmt(g['resumed_at_step'])} with world size {fmt(g['world_size_before'])} -> {fmt(g['world_size_after'])}"
+            f"lost: {g['host']} at {_clock(g.get('at'))} ({g['why']}) after step {fmt(g['last_step_before'])}; "
+            f"went on from step {fmt(g['resumed_at_step'])} with world size {fmt(g['world_size_before'])} -> "
+            f"{fmt(g['world_size_after'])}"
         )
     for r in summary["restarts"]:
         print(
