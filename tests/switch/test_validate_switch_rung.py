@@ -31,6 +31,7 @@ PLAY = """\
       ansible.builtin.set_fact:
         __cluster_validate_rungs: []
         __cluster_validate_stop: false
+        __cluster_validate_left_out: {}
       run_once: true
 
     - name: Read the counters before
