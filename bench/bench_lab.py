@@ -3,9 +3,11 @@
   .venv/bin/python bench/bench_lab.py [--site-hosts 2] [--skip-site]
   .venv/bin/python bench/bench_lab.py --scale 2 4 8 [--logs DIR]
 
---scale: one lab of the largest size, site.yml's first run on all of it, then the second run (changed=0)
-limited to the first 2, 4, 8 hosts (and the switch) in one session, side by side; prints each size's time,
-its ratio to the smallest, and the tasks whose time grew most (from profile_tasks). --logs keeps each run's output.
+--scale: one lab of the largest size, site.yml's first run on all of it, then the second run (changed=0,
+checked from the recap) limited to the first 2, 4, 8 hosts (and the switch) in one session, side by side;
+prints each size's time, its ratio to the smallest, the CPU seconds it cost the controller (ansible-playbook
+and its ssh children) and the lab hosts (their containers' cgroups), a fit t = F + N*p over the sizes, and
+the tasks whose time grew most (from profile_tasks). --logs keeps each run's output.
 
 Removes any running lab first and leaves none behind. The image must be built (`python -m lab image`);
 its one-off build time is reported separately. Prints one table; docs/lab.md records the results.
@@ -16,9 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,14 +38,44 @@ def timed(fn, *args):
     return time.monotonic() - t0
 
 
-def site(*extra: str, log: Path | None = None) -> float:
+def hosts_cpu() -> float:
+    """CPU seconds the running lab hosts have used so far (cgroup v1 cpuacct or v2 cpu.stat of each container)."""
+    total = 0.0
+    for c in cluster.containers():
+        pid = podman.out("inspect", "--format", "{{.State.Pid}}", c["Id"])
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpuacct" in controllers.split(","):
+                total += int(Path(f"/sys/fs/cgroup/cpuacct{path}/cpuacct.usage").read_text()) / 1e9
+                break
+            if controllers == "" and Path(f"/sys/fs/cgroup{path}/cpu.stat").exists():
+                stat = dict(x.split() for x in Path(f"/sys/fs/cgroup{path}/cpu.stat").read_text().splitlines())
+                total += int(stat["usage_usec"]) / 1e6
+                break
+    return total
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+@dataclass(frozen=True)
+class Run:
+    secs: float  # wall clock
+    controller: float  # CPU seconds of ansible-playbook and its children (workers, ssh)
+    hosts: float  # CPU seconds of the lab host containers
+
+
+def site(*extra: str, log: Path | None = None, unchanged: bool = False) -> Run:
+    """One site.yml run; with unchanged, fail unless the recap says changed=0 everywhere."""
     env = dict(
         os.environ,
         CONTAINERS_CONF=str(podman.containers_conf()),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
     )
-    t0 = time.monotonic()
+    ctl0, hosts0, t0 = children_cpu(), hosts_cpu(), time.monotonic()
     proc = subprocess.run(
         ["ansible-playbook", "-i", "inventory/lab", "playbooks/site.yml", *extra],
         cwd=ROOT,
@@ -49,11 +83,22 @@ def site(*extra: str, log: Path | None = None) -> float:
         capture_output=True,
         text=True,
     )
+    run = Run(time.monotonic() - t0, children_cpu() - ctl0, hosts_cpu() - hosts0)
     if log:
         log.write_text(proc.stdout)
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:])
-    return time.monotonic() - t0
+    if unchanged and re.search(r"changed=[1-9]", proc.stdout):
+        sys.exit("a no-change run changed something:\n" + proc.stdout[proc.stdout.rfind("PLAY RECAP") :])
+    return run
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least squares t = F + N*p."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    p = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - p * mx, p
 
 
 TASK_TIME = re.compile(r"^(.+?) -+ (\d+\.\d+)s$", re.M)
@@ -67,7 +112,7 @@ def task_times(text: str) -> dict[str, float]:
 def scale(sizes: list[int], logs: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     big = max(sizes)
-    rows, profiles = [], {}
+    rows, profiles, runs = [], {}, {}
     try:
         cluster.down()
         cluster.up(big)
@@ -75,16 +120,23 @@ def scale(sizes: list[int], logs: Path) -> int:
         for n in sorted(sizes):
             hosts = ",".join(cluster.Node(i).name for i in range(1, n + 1))
             log = logs / f"second-{n}.log"
-            rows.append((f"site.yml second run (changed=0), {n} hosts", site("--limit", f"{hosts},switches", log=log)))
+            runs[n] = site("--limit", f"{hosts},switches", log=log, unchanged=True)
+            rows.append((f"site.yml second run (changed=0), {n} hosts", runs[n]))
             profiles[n] = task_times(log.read_text())
     finally:
         cluster.down()
     width = max(len(r[0]) for r in rows)
-    base = rows[1][1]
-    print(f"{'step'.ljust(width)}  seconds  vs {min(sizes)} hosts")
-    for name, secs in rows:
-        ratio = f"{secs / base:5.2f}x" if "second" in name else ""
-        print(f"{name.ljust(width)}  {secs:7.1f}  {ratio}")
+    base = runs[min(sizes)].secs
+    print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print(f"{'step'.ljust(width)}  seconds  vs {min(sizes)} hosts  CPU s: controller  lab hosts")
+    for name, run in rows:
+        ratio = f"{run.secs / base:5.2f}x" if "second" in name else " " * 6
+        print(f"{name.ljust(width)}  {run.secs:7.1f}  {ratio}          {run.controller:9.1f}  {run.hosts:9.1f}")
+    if len(runs) > 1:
+        print("\nfit t = F + N*p over the no-change runs (seconds):")
+        for what in ("secs", "controller", "hosts"):
+            f, p = fit(sorted((n, getattr(r, what)) for n, r in runs.items()))
+            print(f"  {what:10}  F {f:6.1f}  p {p:5.1f} per host")
     small, large = profiles[min(sizes)], profiles[big]
     growth = sorted(((large[t] - small.get(t, 0.0), t) for t in large), reverse=True)[:10]
     print(f"\ntasks that grew most from {min(sizes)} to {big} hosts (profile_tasks, seconds):")
@@ -110,8 +162,8 @@ def main() -> int:
         rows.append(("lab down, 8 hosts", timed(cluster.down)))
         if not args.skip_site:
             cluster.up(args.site_hosts)
-            rows.append((f"site.yml first run, {args.site_hosts} hosts", site()))
-            rows.append((f"site.yml second run (changed=0), {args.site_hosts} hosts", site()))
+            rows.append((f"site.yml first run, {args.site_hosts} hosts", site().secs))
+            rows.append((f"site.yml second run (changed=0), {args.site_hosts} hosts", site(unchanged=True).secs))
     finally:
         cluster.down()
     width = max(len(r[0]) for r in rows)
