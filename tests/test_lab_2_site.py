@@ -33,6 +33,26 @@ def test_site_second_run_changes_nothing(lab_cluster) -> None:
     assert recap and not changed, f"second run changed something: {changed}\n{tail(proc)}"
 
 
+def test_site_sees_and_repairs_drift(lab_cluster) -> None:
+    """The no-change run's shortcuts (dpkg-query before apt, the wheelhouse stamp) still see real drift on a host:
+    a removed package and a wheelhouse whose unpack is not stamped are put back; only that host changes."""
+    import subprocess
+
+    from lab import cluster
+
+    node = cluster.Node(1)
+    drift = "apt-get remove -y -q iperf3 && rm /var/cache/rdma-llm/wheelhouse/.archive.sha256"
+    subprocess.run(cluster.ssh_cmd(node.mgmt_ip, drift), check=True, capture_output=True, timeout=300)
+    proc = playbook("playbooks/site.yml")
+    assert proc.returncode == 0, tail(proc)
+    recap = play_recap(proc.stdout)
+    changed = {h: r["changed"] for h, r in recap.items() if r["changed"]}
+    assert set(changed) == {node.name}, f"{changed}\n{tail(proc)}"
+    check = "dpkg-query -W -f '${db:Status-Status}' iperf3 && cat /var/cache/rdma-llm/wheelhouse/.archive.sha256"
+    after = subprocess.run(cluster.ssh_cmd(node.mgmt_ip, check), capture_output=True, text=True, timeout=60)
+    assert after.returncode == 0 and after.stdout.startswith("installed"), after.stdout + after.stderr
+
+
 def test_lab_venv_imports_the_training_stack(lab_cluster) -> None:
     """The venv role's result on real lab hosts: the pinned CPU torch and the rest of the stack import."""
     import json
