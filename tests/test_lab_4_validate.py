@@ -138,10 +138,15 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
         assert by[name]["status"] == "pass", by[name]
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
-    # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented.
+    # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented: the rung
+    # says so. No pair is flagged by the consistency check (the lab's fraction of the best pair, group_vars:
+    # healthy pairs have measured down to 0.37 of the best under load, a throttled host at most 0.013).
     tcp = by["tcp_bw"]
-    assert len(tcp["pairs"]) == 3 and all(p["gbps"] > 0 and p["status"] == "pass" for p in tcp["pairs"]), tcp
-    assert tcp["threshold"] is None and tcp["tool"] == "iperf3"
+    rates = {"-".join(p["pair"]): p["gbps"] for p in tcp["pairs"]}
+    assert len(rates) == 3 and all(g and g > 0 for g in rates.values()), tcp
+    assert tcp["threshold"] is None and tcp["tool"] == "iperf3" and all(p["threshold"] is None for p in tcp["pairs"])
+    assert tcp["reason"].startswith("no threshold: link speed unknown; every pair within "), tcp["reason"]
+    assert tcp["status"] == "pass" and tcp["bad_pairs"] == [], f"healthy pairs flagged: {rates} Gb/s; {tcp['reason']}"
     assert verdict["matrix"]["failed"] == []
     # All-reduce over gloo across the 3 nodes, correct at every size of the sweep.
     ar = by["allreduce"]
