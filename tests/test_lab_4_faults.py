@@ -201,6 +201,30 @@ def test_node_lost_for_good_the_job_goes_on_with_min_nodes(lab_cluster, corpus) 
     no_training_processes(hosts)
 
 
+def test_rendezvous_host_lost_with_min_nodes_still_fails_in_bounded_time(lab_cluster, corpus) -> None:  # noqa: F811
+    """min_nodes=1 cannot save a job whose node rank 0 (the rendezvous store's host) is lost: the play fails
+    within the same bound as without min_nodes, naming that host, and stops the survivor."""
+    hosts, run_id = lab_cluster["hosts"], f"fault-elastic0-{int(time.time())}"
+    extra = ["-e", "max_restarts=1", "-e", "min_nodes=1"]
+    play = start_train("-e", f"data={corpus}", "-e", "steps=60", "-e", f"run_id={run_id}", *extra, *payload(KILL))
+    wait_for_step(play, hosts, run_id, 15)
+    victim = hosts[0]
+    t0 = time.monotonic()
+    podman.run("stop", "-t", "2", victim)
+    try:
+        out = finish(play, 300)
+        took = time.monotonic() - t0
+    finally:
+        podman.run("start", victim)
+        cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
+    print(f"rendezvous host stopped -> playbook failed: {took:.1f} s")
+    assert play.returncode != 0, out[-4000:]
+    assert f"job failed on {victim}: unreachable for 45 s" in " ".join(out.split()), out[-4000:]
+    assert took < 150, f"the playbook took {took:.0f} s to fail after {victim} stopped"
+    assert (ARTIFACTS / run_id / hosts[1] / "logs" / "torchrun.log").stat().st_size > 0
+    no_training_processes(hosts)
+
+
 def test_fabric_link_down_20s_the_run_still_finishes(lab_cluster, corpus) -> None:  # noqa: F811
     hosts, run_id, steps = lab_cluster["hosts"], f"fault-link-{int(time.time())}", 60
     play = start_train(
