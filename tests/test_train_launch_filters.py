@@ -716,3 +716,81 @@ def test_preflight_problems(nodes, problems) -> None:
     assert len(got) == len(problems), got
     for g, want in zip(got, problems, strict=True):
         assert g.startswith(want), got
+
+
+@pytest.mark.parametrize(
+    ("engine", "min_nodes", "refused"),
+    [("ddp", 1, False), ("deepspeed", 1, True), ("fsdp", 1, True), ("fsdp", 0, False), ("deepspeed", 2, False)],
+)
+def test_elastic_plan_only_for_a_checkpoint_every_node_holds_whole(engine, min_nodes, refused) -> None:
+    if refused:
+        with pytest.raises(F.AnsibleFilterError, match=f"needs engine ddp, not {engine}"):
+            F.elastic_plan(min_nodes, 2, 1, 15, engine)
+    else:
+        assert F.elastic_plan(min_nodes, 2, 1, 15, engine)["min_nodes"] in (1, 2)
+
+
+PREFLIGHT_HOSTVARS = {
+    "n1": {
+        "__train_launch_node_rank": "0",
+        "__train_launch_run_dir": "/var/lib/train/r1",
+        "__train_launch_fabric_if": "rdma-0",
+        "__train_launch_fabric_ip": "10.0.0.1",
+        "ansible_facts": {"rdma_0": {"mtu": 9000}},
+        "__train_launch_reg_df": {"stdout": " Avail\n 5000"},
+        "__train_launch_reg_rdzv_port": {"stdout": ""},
+        "__train_launch_reg_peers": {"stdout": "n2 10.0.0.2 ok"},
+    },
+    # a host whose checks were skipped (no df, not node 0) and whose NIC has no facts
+    "n2": {
+        "__train_launch_node_rank": 1,
+        "__train_launch_run_dir": "/var/lib/train/r1",
+        "__train_launch_fabric_if": "ib0",
+        "__train_launch_fabric_ip": "10.0.0.2",
+        "ansible_facts": {},
+        "__train_launch_reg_rdzv_port": {"skipped": True},
+    },
+    "n3": {"__train_launch_fabric_ip": "10.0.0.3"},
+}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "me", "expected"),
+    [
+        (["n1", "n2", "n3"], "n2", ["n1", "10.0.0.1", "n3", "10.0.0.3"]),
+        (["n1", "n2"], "n1", ["n2", "10.0.0.2"]),
+        (["n1"], "n1", []),
+        (["n1", "gone"], "n1", ["gone", ""]),
+    ],
+)
+def test_peer_args(nodes, me, expected) -> None:
+    assert F.peer_args(nodes, me, PREFLIGHT_HOSTVARS) == expected
+
+
+def test_preflight_nodes_feed_preflight_problems() -> None:
+    nodes = F.preflight_nodes(["n1", "n2"], PREFLIGHT_HOSTVARS)
+    assert nodes == [
+        {
+            "host": "n1",
+            "rank": 0,
+            "ckpt_dir": "/var/lib/train/r1/out/checkpoints",
+            "df": " Avail\n 5000",
+            "listeners": "",
+            "fabric_if": "rdma-0",
+            "mtu": 9000,
+            "peers": "n2 10.0.0.2 ok",
+        },
+        {
+            "host": "n2",
+            "rank": 1,
+            "ckpt_dir": "/var/lib/train/r1/out/checkpoints",
+            "df": "",
+            "listeners": "",
+            "fabric_if": "ib0",
+            "mtu": None,
+            "peers": "",
+        },
+    ]
+    assert F.preflight_problems(nodes, 1000, 29500) == [
+        "n2: free space in /var/lib/train/r1/out/checkpoints unknown (df said '')"
+    ]

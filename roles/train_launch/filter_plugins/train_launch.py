@@ -297,14 +297,15 @@ def _exit_text(unit: dict[str, Any]) -> str:
     return f"exit code {status}"
 
 
-def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any) -> dict[str, Any]:
+def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any, engine: str = "ddp") -> dict[str, Any]:
     """torchrun's node count for a launch of `nodes` nodes that may go on with `min_nodes` (0 = all of them).
 
     Fewer than all makes the rendezvous elastic (`--nnodes=MIN:MAX`): when a node is lost for good, the
     survivors' agents restart their workers (one of `max_restarts`), the rendezvous drops the silent node
     after its heartbeats stop and completes with the survivors once `last_call` seconds have passed, and the
     payload resumes from its latest checkpoint at the new world size. A continuation is a restart, so it
-    needs max_restarts >= 1."""
+    needs max_restarts >= 1. Only DDP: its checkpoint is whole on every node, while a DeepSpeed or FSDP
+    checkpoint holds shards of the lost node that the survivors cannot read."""
 
     def number(name: str, value: Any) -> int:
         try:
@@ -327,6 +328,11 @@ def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any) 
         raise AnsibleFilterError(
             f"train_launch_min_nodes={least} below the {nodes} nodes of this launch needs train_launch_max_restarts"
             " >= 1: going on with fewer nodes is a restart of the survivors"
+        )
+    if least < nodes and engine != "ddp":
+        raise AnsibleFilterError(
+            f"train_launch_min_nodes={least} below the {nodes} nodes of this launch needs engine ddp, not {engine}:"
+            " a sharded checkpoint keeps part of the state on the node that would be lost"
         )
     if least < nodes and wait < 1:
         raise AnsibleFilterError(f"train_launch_rdzv_last_call={wait} must be at least 1 second")
@@ -518,6 +524,38 @@ def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": "off", "message": "no evaluation gate"}
 
 
+def peer_args(nodes: list[str], me: str, hostvars: Any) -> list[str]:
+    """The peer probe's arguments on host `me` (tasks/check.yml): `host address` for every other launch node,
+    flat, in rank order."""
+    out = []
+    for host in nodes:
+        if host != me:
+            out += [host, str(hostvars.get(host, {}).get("__train_launch_fabric_ip") or "")]
+    return out
+
+
+def preflight_nodes(hosts: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """What preflight_problems judges, from each host's registered checks in tasks/check.yml."""
+    out = []
+    for host in hosts:
+        hv = hostvars.get(host, {})
+        fabric_if = hv.get("__train_launch_fabric_if")
+        facts = (hv.get("ansible_facts") or {}).get(str(fabric_if).replace("-", "_")) or {}
+        out.append(
+            {
+                "host": host,
+                "rank": int(hv.get("__train_launch_node_rank")),
+                "ckpt_dir": f"{hv.get('__train_launch_run_dir')}/out/checkpoints",
+                "df": (hv.get("__train_launch_reg_df") or {}).get("stdout", ""),
+                "listeners": (hv.get("__train_launch_reg_rdzv_port") or {}).get("stdout", ""),
+                "fabric_if": fabric_if,
+                "mtu": facts.get("mtu"),
+                "peers": (hv.get("__train_launch_reg_peers") or {}).get("stdout", ""),
+            }
+        )
+    return out
+
+
 def allreduce_results(hosts: list[str], hostvars: Any) -> list[dict[str, Any]]:
     """Each host's pre-flight all-reduce from its registered command (`__train_launch_reg_allreduce`): `ok`
     (rc 0) and, for a failure, `detail`: the check's own error (its last JSON line on stdout), else the
@@ -641,6 +679,8 @@ class FilterModule:
             "train_launch_progress_line": progress_line,
             "train_launch_gate_verdict": gate_verdict,
             "train_launch_allreduce_results": allreduce_results,
+            "train_launch_peer_args": peer_args,
+            "train_launch_preflight_nodes": preflight_nodes,
             "train_launch_manifest_nodes": manifest_nodes,
             "train_launch_common_checkpoint": common_checkpoint,
             "train_launch_preflight_problems": preflight_problems,
