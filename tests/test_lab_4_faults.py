@@ -118,21 +118,27 @@ def fabric_address(host: str) -> str:
     return cluster.Node(int(host.removeprefix("lab-node"))).fabric_cidr.split("/")[0]
 
 
+def stop_node_until_the_play_ends(play: subprocess.Popen, victim: str, timeout: float) -> tuple[str, float]:
+    """Stop the lab container `victim` (as a power-off would), wait for the play to end, then start the
+    container again and wait for its SSH: the play's output and the seconds from the stop to the play's end."""
+    t0 = time.monotonic()
+    podman.run("stop", "-t", "2", victim)
+    try:
+        out = finish(play, timeout)
+        took = time.monotonic() - t0
+    finally:
+        podman.run("start", victim)
+        cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
+    return out, took
+
+
 def test_stopped_node_fails_within_two_minutes_then_resumes(lab_cluster, corpus) -> None:  # noqa: F811
     hosts, run_id, steps = lab_cluster["hosts"], f"fault-node-{int(time.time())}", 60
     common = ["-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", *payload(KILL)]
     play = start_train(*common)
     wait_for_step(play, hosts, run_id, 15)
     victim = hosts[-1]  # not rank 0's host, which holds the rendezvous
-    t0 = time.monotonic()
-    podman.run("stop", "-t", "2", victim)
-    try:
-        out = finish(play, 300)
-        took = time.monotonic() - t0
-    finally:
-        podman.run("start", victim)
-        node = cluster.Node(int(victim.removeprefix("lab-node")))
-        cluster.wait_ssh(node, time.monotonic() + 120)
+    out, took = stop_node_until_the_play_ends(play, victim, 300)
     print(f"node stopped -> playbook failed: {took:.1f} s")
     assert play.returncode != 0, out[-4000:]
     flat = " ".join(out.split())
@@ -164,14 +170,8 @@ def test_node_lost_for_good_the_job_goes_on_with_min_nodes(lab_cluster, corpus) 
     play = start_train("-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", *extra, *payload(KILL))
     wait_for_step(play, hosts, run_id, 15)
     victim = hosts[-1]  # not rank 0's host, which holds the rendezvous
-    t0, t_stop = time.monotonic(), time.time()
-    podman.run("stop", "-t", "2", victim)
-    try:
-        out = finish(play, 600)
-        took = time.monotonic() - t0
-    finally:
-        podman.run("start", victim)
-        cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
+    t_stop = time.time()
+    out, took = stop_node_until_the_play_ends(play, victim, 600)
     assert play.returncode == 0, out[-4000:]
     flat = " ".join(out.split())
     assert f"completed on 1 of 2 nodes (min_nodes 1) after losing {victim} (unreachable for 45 s" in flat, out[-4000:]
@@ -209,14 +209,7 @@ def test_rendezvous_host_lost_with_min_nodes_still_fails_in_bounded_time(lab_clu
     play = start_train("-e", f"data={corpus}", "-e", "steps=60", "-e", f"run_id={run_id}", *extra, *payload(KILL))
     wait_for_step(play, hosts, run_id, 15)
     victim = hosts[0]
-    t0 = time.monotonic()
-    podman.run("stop", "-t", "2", victim)
-    try:
-        out = finish(play, 300)
-        took = time.monotonic() - t0
-    finally:
-        podman.run("start", victim)
-        cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
+    out, took = stop_node_until_the_play_ends(play, victim, 300)
     print(f"rendezvous host stopped -> playbook failed: {took:.1f} s")
     assert play.returncode != 0, out[-4000:]
     assert f"job failed on {victim}: unreachable for 45 s" in " ".join(out.split()), out[-4000:]
