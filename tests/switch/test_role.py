@@ -30,16 +30,24 @@ def _check_golden(rendered: str, golden_name: str) -> None:
 
 
 def test_rendered_policy_matches_the_golden_files(tmp_path):
-    """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch."""
+    """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch and
+    without starting an `ansible-connection` process (the missing-password test below shows that a task
+    of the switch action does start one, in the same kind of socket directory)."""
     custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
     unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
     inventory = write_inventory(
         tmp_path / "inv", {"sw-default": dict(unreachable), "sw-custom": {**unreachable, **custom}}
     )
+    sockets = tmp_path / "pc"  # where an ansible-connection process would put its socket
     run = run_playbook(
-        inventory, "--tags", "nxos_roce_qos_render", extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")}
+        inventory,
+        "--tags",
+        "nxos_roce_qos_render",
+        extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")},
+        env={"ANSIBLE_PERSISTENT_CONTROL_PATH_DIR": str(sockets)},
     )
     assert run.rc == 0, run.explain()
+    assert not sockets.exists(), "review-only render started an ansible-connection process"
     _check_golden((tmp_path / "render" / "sw-default.cfg").read_text(), "golden-default.cfg")
     _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
 
@@ -110,11 +118,14 @@ def test_bad_values_fail_before_connecting_and_name_the_variable(tmp_path):
 def test_missing_password_fails_before_the_first_command_without_showing_it(tmp_path):
     """No switch listens on port 9: a login attempt would fail with a connection error instead."""
     host = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_password": ""}
+    sockets = tmp_path / "pc"
     run = run_playbook(
         write_inventory(tmp_path / "inv", {"sw-nopass": host}),
         extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")},
+        env={"ANSIBLE_PERSISTENT_CONTROL_PATH_DIR": str(sockets)},
     )
     assert run.rc != 0 and run.stats("sw-nopass").get("unreachable", 0) == 0, run.explain()
+    assert sockets.is_dir(), "the switch action's task starts ansible-connection (it logs in only on a command)"
     report = run.result("sw-nopass", "push | Report the failure")
     assert "ansible_user and ansible_password (or a key) must be set for sw-nopass" in report["msg"]
     assert "Nothing was rolled back" in report["msg"]
@@ -165,7 +176,8 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
     plan = run.result("lab-switch", "push | Show the configuration commands")
     assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
     assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
-    planned = run.result("lab-switch", "push | Plan the commands that converge")
+    planned = run.result("lab-switch", "push | Plan and apply the commands")
+    assert "rolled_back" not in planned and "saved" not in planned, "check mode stops after the plan"
     assert planned["diff"]["after"].startswith("priority-flow-control watch-dog-interval on\n")
     assert "+system qos\n+  service-policy type network-qos ROCE_NETWORK_QOS\n" in planned["unified_diff"]
     result = run.fact("lab-switch", "nxos_roce_qos_result")
@@ -236,7 +248,7 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
 def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emulator, switch_run):
     """A release without `show interface priority-flow-control` and a bootflash that refuses `delete`:
     the policy is applied and saved, the PFC state is reported as not verified, the stale checkpoint
-    file is named in a warning."""
+    file is named in a warning of the task (printed as `[WARNING]` at any verbosity) with how to delete it."""
     emu = start_emulator(extra=["--unsupported", "show interface priority-flow-control", "--unsupported", "delete"])
     run = switch_run(emu)
     assert run.rc == 0, run.explain()
@@ -245,8 +257,13 @@ def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emu
     assert any("priority-flow-control" in item for item in result["unverified"]), result
     assert not any(c["name"].startswith("interface_pfc_oper") for c in result["checks"])
     assert result["warnings"] == ["checkpoint file bootflash:nxos_roce_qos.ckpt was not deleted"]
-    warning = run.result("lab-switch", "push | Warn that the checkpoint file stayed")
-    assert "bootflash:nxos_roce_qos.ckpt" in warning["msg"]
+    converge = run.result("lab-switch", "push | Plan and apply the commands")
+    assert converge["delete_error"], converge
+    assert any(
+        "could not delete the checkpoint file bootflash:nxos_roce_qos.ckpt" in w
+        and "delete bootflash:nxos_roce_qos.ckpt no-prompt" in w
+        for w in converge["warnings"]
+    ), converge["warnings"]
     assert "service-policy type queuing output ROCE_QUEUING" in emu.running()
     assert list(emu.state()["files"]) == ["bootflash:nxos_roce_qos.ckpt"]
 

@@ -1,21 +1,28 @@
 """Action: the role's conversation with one Nexus over the task's persistent network_cli connection.
 
-Every step is a JSON-RPC call to the host's `ansible-connection` (cliconf `run_commands`, `edit_config`,
-`set_cli_prompt_context`), made from this controller process: no module is packaged or started, which
-was ~1 s of CPU per switch interaction (read, checkpoint, push, post-check read, save, delete) and
-made a fabric of switches CPU-bound on the controller. The logic is plain, tested Python:
+Every call is JSON-RPC to the host's `ansible-connection` (cliconf `run_commands`, `edit_config`,
+`set_cli_prompt_context`), made from this controller process: no module is packaged or started. One task
+(one call of this action) does the whole run for a switch, because ansible-core starts a fresh
+`ansible-connection` process (a Python interpreter importing ansible: ~0.6 s of CPU) for every task that
+uses a persistent connection, even when the connection is already up; with separate plan and apply tasks
+that was a second start per changed switch, the largest per-switch cost of a fabric run. The logic is
+plain, tested Python:
 
-- `step: plan`: writes the rendered intent (`intent_text`, from the task's `template` lookup) to its
-  file, checks that the connection has credentials (never printed), then the batched read and the
-  plan (../module_utils/nxos_roce_qos_session.py `read`, ../module_utils/nxos_roce_qos_plan.py
-  `plan`), the post-check of what was read
-  (../filter_plugins/nxos_roce_qos.py); returns the commands, the `--diff` before/after and the fact
-  `nxos_roce_qos_result`. Sends only show commands, in check mode too. A switch that needs nothing
-  must pass the post-check of that read (outside check mode), else the task fails.
-- `step: apply`: the transaction (`apply` in the session module): checkpoint, optional backup, the
-  planned commands, post-check read and verdict, save; rollback to the checkpoint on any failure;
-  checkpoint delete, a refused delete returned as `delete_error`. Fails with the step and the switch's
-  message; `rolled_back` says whether the running config is back at the checkpoint.
+1. Writes the rendered intent (`intent_text`, from the task's `template` lookup) to its file, checks
+   that the connection has credentials (never printed), then the batched read and the plan
+   (../module_utils/nxos_roce_qos_session.py `read`, ../module_utils/nxos_roce_qos_plan.py `plan`) and
+   the post-check of what was read (../filter_plugins/nxos_roce_qos.py); returns the commands, the
+   `--diff` before/after and the fact `nxos_roce_qos_result`. Up to here only show commands are sent.
+2. Nothing to send, or check mode: reports that read (a converged switch must pass its post-check,
+   except in check mode, where it is reported, not enforced); nothing else is sent.
+3. Otherwise the transaction (`apply` in the session module): checkpoint, optional backup, the planned
+   commands, post-check read and verdict, save; rollback to the checkpoint on any failure; checkpoint
+   delete, a refused delete returned as `delete_error` and as a warning naming the file. Fails with the
+   step and the switch's message; `rolled_back` says whether the running config is back at the
+   checkpoint.
+
+action_plugins/nxos_roce_qos_render.py (review only, `--tags nxos_roce_qos_render`) is this class
+without a connection: it only writes the intent, with the same code.
 """
 
 from __future__ import annotations
@@ -30,26 +37,23 @@ from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = """
 action: nxos_roce_qos_switch
-short_description: Read, plan and apply the nxos_roce_qos policy over the persistent network_cli connection
+short_description: Read, plan, apply and verify the nxos_roce_qos policy over the persistent network_cli connection
 options:
-  step: {description: plan (read and plan) or apply (checkpoint, push, verify, save)., required: true, type: str}
-  intent: {description: Rendered intent file (controller); read, or written from intent_text; step plan., type: path}
-  intent_text: {description: The rendered intent; written to intent (directories made); step plan., type: str}
-  marking_policy: {description: Input qos policy that marks a port as the role's; step plan., type: str}
-  queuing_policy: {description: System queuing policy (per-speed variants are the role's); step plan., type: str}
-  commands_file: {description: Where to write the planned commands indented under their parents; step plan., type: path}
+  intent: {description: Rendered intent file (controller), written from intent_text., required: true, type: path}
+  intent_text: {description: The rendered intent; written to intent (directories made)., type: str}
+  marking_policy: {description: Input qos policy that marks a port as the role's., required: true, type: str}
+  queuing_policy: {description: System queuing policy (per-speed variants are the role's)., type: str}
+  commands_file: {description: Where to write the planned commands indented under their parents., type: path}
   expected: {description: What the post-check expects (__nxos_roce_qos_expected)., required: true, type: dict}
-  commands: {description: The planned commands; step apply., type: list}
-  diff: {description: The unified diff of the plan (kept in the fact); step apply., type: str}
-  checkpoint_file: {description: Checkpoint file on the switch; step apply., type: str}
-  save: {description: Copy running to startup after a passed post-check; step apply., type: bool}
-  backup_dir: {description: Back up the running config there (controller) before the push; step apply., type: path}
+  checkpoint_file: {description: Checkpoint file on the switch., required: true, type: str}
+  save: {description: Copy running to startup after a passed post-check., type: bool, default: true}
+  backup_dir: {description: Back up the running config there (controller) before the push., type: path}
 """
 
 _ROLE = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, relative: str):
+def load_role_file(name: str, relative: str):
     """A plain-Python file of the role, imported once per process."""
     full = f"rdma_llm_nxos_roce_qos_{name}"
     if full not in sys.modules:
@@ -92,38 +96,25 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
+        for name in ("intent", "marking_policy", "checkpoint_file"):
+            if not args.get(name):
+                raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
         socket_path = getattr(self._connection, "socket_path", None)
         if not socket_path:
             raise AnsibleActionFail(
                 "nxos_roce_qos_switch needs a persistent connection: set "
                 "ansible_connection: ansible.netcommon.network_cli for the switch"
             )
-        session = _load("session", "module_utils/nxos_roce_qos_session.py")
-        postcheck = _load("postcheck", "filter_plugins/nxos_roce_qos.py").nxos_roce_qos_postcheck
+        session = load_role_file("session", "module_utils/nxos_roce_qos_session.py")
+        postcheck = load_role_file("postcheck", "filter_plugins/nxos_roce_qos.py").nxos_roce_qos_postcheck
         expected = args.get("expected") or {}
-        cli = _Cli(socket_path, session)
         host = (task_vars or {}).get("inventory_hostname", "switch")
-        step = args.get("step")
-        if step == "plan":
-            return self._plan(result, args, cli, session, postcheck, expected, host)
-        if step == "apply":
-            return self._apply(result, args, cli, session, postcheck, expected, host)
-        raise AnsibleActionFail(f"nxos_roce_qos_switch: step must be plan or apply, got {step!r}")
-
-    def _plan(self, result, args, cli, session, postcheck, expected, host):
-        for name in ("intent", "marking_policy"):
-            if not args.get(name):
-                raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
         self._check_credentials(host)
+        cli = _Cli(socket_path, session)
         try:
-            if args.get("intent_text") is not None:
-                intent = str(args["intent_text"])
-                intent = intent if intent.endswith("\n") else intent + "\n"
-                session.write_file(args["intent"], intent)
-            else:
-                intent = Path(args["intent"]).read_text(encoding="utf-8")
+            intent = self._write_intent(args, session)
             running, pfc = session.read(cli)
-            planned = _load("plan", "module_utils/nxos_roce_qos_plan.py").plan(
+            planned = load_role_file("plan", "module_utils/nxos_roce_qos_plan.py").plan(
                 running, intent, args["marking_policy"], args.get("queuing_policy")
             )
             if args.get("commands_file") and planned["commands"]:
@@ -132,7 +123,6 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"reading the switch: {exc}") from exc
         except (OSError, ValueError) as exc:
             raise AnsibleActionFail(f"nxos_roce_qos_switch: {exc}") from exc
-        checked = postcheck(running, pfc, expected)
         check_mode = bool(self._task.check_mode)
         result.update(planned)
         result["changed"] = bool(planned["commands"])
@@ -142,15 +132,27 @@ class ActionModule(ActionBase):
             "before_header": "running-config (managed blocks)",
             "after_header": "intended",
         }
-        result["ansible_facts"] = {
-            "nxos_roce_qos_result": _fact(checked, planned, changed=False, saved=False, check_mode=check_mode)
-        }
-        # The read is the state to report when nothing will be sent (no change, or a check run).
         if not planned["commands"] or check_mode:
+            # The read is the state to report: nothing is sent (converged, or a check run).
+            checked = postcheck(running, pfc, expected)
+            result["ansible_facts"] = {
+                "nxos_roce_qos_result": _fact(checked, planned, changed=False, saved=False, check_mode=check_mode)
+            }
             result["warnings"] = _warnings(checked, host)
             if not planned["commands"] and not check_mode and not checked["passed"]:
                 result.update(failed=True, msg=f"Post-check failed: {session.failure_detail(checked)}")
-        return result
+            return result
+        return self._apply(result, args, cli, session, postcheck, expected, host, planned)
+
+    def _write_intent(self, args, session) -> str:
+        """The rendered intent, written to its controller file when `intent_text` is given (else read
+        from it). Shared with the review-only render action."""
+        if args.get("intent_text") is None:
+            return Path(args["intent"]).read_text(encoding="utf-8")
+        intent = str(args["intent_text"])
+        intent = intent if intent.endswith("\n") else intent + "\n"
+        session.write_file(args["intent"], intent)
+        return intent
 
     def _check_credentials(self, host: str) -> None:
         """Before the first command: a user and a password or key (the values are never shown)."""
@@ -161,14 +163,9 @@ class ActionModule(ActionBase):
                 "(the example inventory takes them from vault.yml)"
             )
 
-    def _apply(self, result, args, cli, session, postcheck, expected, host):
-        if self._task.check_mode:
-            result.update(skipped=True, msg="check mode: nothing is sent")
-            return result
-        for name in ("checkpoint_file", "commands"):
-            if not args.get(name):
-                raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
-        commands = [str(line) for line in args["commands"]]
+    def _apply(self, result, args, cli, session, postcheck, expected, host, planned):
+        commands = list(planned["commands"])
+        checkpoint_file = args["checkpoint_file"]
         backup = None
         if args.get("backup_dir"):
 
@@ -178,7 +175,7 @@ class ActionModule(ActionBase):
         outcome = session.apply(
             cli,
             commands,
-            args["checkpoint_file"],
+            checkpoint_file,
             lambda running, pfc: postcheck(running, pfc, expected),
             save=bool(args.get("save", True)),
             backup=backup,
@@ -192,16 +189,23 @@ class ActionModule(ActionBase):
             saved=outcome["saved"],
             delete_error=outcome["delete_error"],
         )
+        warnings = []
+        if outcome["delete_error"]:
+            warnings.append(
+                f"could not delete the checkpoint file {checkpoint_file} on {host} ({outcome['delete_error']}); "
+                f"delete it by hand: delete {checkpoint_file} no-prompt"
+            )
         if outcome["backup_path"]:
             result["backup_path"] = outcome["backup_path"]
         if outcome["postcheck"] is not None and not outcome["failed"]:
             checked = outcome["postcheck"]
-            planned = {"commands": commands, "unified_diff": args.get("diff", "")}
             fact = _fact(checked, planned, changed=True, saved=outcome["saved"], check_mode=False)
             if outcome["delete_error"]:
-                fact["warnings"].append(f"checkpoint file {args['checkpoint_file']} was not deleted")
+                fact["warnings"].append(f"checkpoint file {checkpoint_file} was not deleted")
             result["ansible_facts"] = {"nxos_roce_qos_result": fact}
-            result["warnings"] = _warnings(checked, host)
+            warnings = _warnings(checked, host) + warnings
+        if warnings:
+            result["warnings"] = warnings
         return result
 
 
