@@ -1,6 +1,6 @@
 """Switch role timings: full policy apply and no-change run, on 1 switch and on a fabric of N switches.
 
-  .venv/bin/python bench/bench_switch.py [--fabric 8] [--repeat 1] [--profile 8]
+  .venv/bin/python bench/bench_switch.py [--fabric 8] [--repeat 1] [--profile 8] [--cpu]
 
 Each switch is a lab.nxos_emu process on loopback (the lab's switch, with the lab inventory's
 group_vars: network_cli over libssh, 2 RoCE ports per switch); playbooks/switch.yml runs against a
@@ -8,11 +8,21 @@ factory config (full apply: read, plan, checkpoint, push, post-check, save, dele
 (no change: one batched read, no configuration command). The 1-switch and N-switch runs are measured
 side by side in one run, so their ratio is the parallel cost (forks) on this machine. The emulators
 are started by this script and stopped by their PID. Prints one table; docs/benchmarks.md records it.
+
+--cpu adds where the CPU of each run went, in CPU seconds (user + system): the ansible-playbook process
+itself, its forked workers (one per task and switch), the `ansible-connection` starts (ansible-core runs
+one new Python process per task that uses a persistent connection), the persistent connection processes
+they leave behind (login, prompts, commands) and the emulators. The bench becomes the child subreaper
+(Linux prctl) so the daemonised connection processes are its children: their CPU is read from /proc
+before they are stopped by PID; a `sitecustomize` probe (a temporary directory on PYTHONPATH, for these
+runs only) records os.times() at exit of ansible-playbook and of each connection start.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -28,6 +38,88 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lab import cluster  # noqa: E402  (needs the sys.path line above)
+
+# Written to a temporary directory on the runs' PYTHONPATH with --cpu: every Python process of the run
+# that exits normally appends its pid, argv and os.times() (self and waited children) to the log.
+CPU_PROBE = """
+import atexit, json, os, sys
+_log, _start_pid = os.environ.get("BENCH_SWITCH_CPU_LOG"), os.getpid()
+
+def _bench_switch_cpu():
+    t = os.times()
+    record = {"pid": os.getpid(), "start_pid": _start_pid, "argv": sys.argv[:1],
+              "self": t.user + t.system, "children": t.children_user + t.children_system}
+    with open(_log, "a") as fh:
+        fh.write(json.dumps(record) + "\\n")
+
+if _log:
+    atexit.register(_bench_switch_cpu)
+"""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a live or zombie process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def own_children() -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        out |= {int(pid) for pid in (task / "children").read_text().split()}
+    return out
+
+
+class CpuMeter:
+    """The CPU split of one ansible-playbook run (see --cpu in the docstring)."""
+
+    def __init__(self, workdir: Path):
+        # Orphans (the double-forked ansible-connection processes) become children of this process.
+        if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+            raise SystemExit("--cpu needs Linux (prctl PR_SET_CHILD_SUBREAPER)")
+        self.site = workdir / "cpu_probe"
+        self.site.mkdir()
+        (self.site / "sitecustomize.py").write_text(CPU_PROBE)
+        self.count = 0
+
+    def env(self) -> dict:
+        self.count += 1
+        self.log = self.site.parent / f"cpu-{self.count}.jsonl"
+        return {"PYTHONPATH": str(self.site), "BENCH_SWITCH_CPU_LOG": str(self.log)}
+
+    def start(self, emulators) -> None:
+        self.before = own_children()
+        self.emulators = {proc.pid: proc_cpu(proc.pid) for proc, _, _ in emulators}
+
+    def finish(self, playbook_pid: int) -> dict:
+        """Reads the lingering connection processes' CPU, stops them (SIGTERM by PID) and reaps them."""
+        emulators = sum(proc_cpu(pid) - cpu for pid, cpu in self.emulators.items())
+        connections = 0.0
+        leftover = own_children() - self.before - {playbook_pid}
+        for pid in leftover:
+            try:
+                connections += proc_cpu(pid)
+                os.kill(pid, signal.SIGTERM)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        for pid in leftover:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        records = [json.loads(line) for line in self.log.read_text().splitlines()]
+        main = next(r for r in records if r["argv"][0].endswith("ansible-playbook"))
+        starts = [r for r in records if "ansible_connection" in r["argv"][0] and r["pid"] == r["start_pid"]]
+        start_cpu = sum(r["self"] + r["children"] for r in starts)
+        split = {
+            "ansible-playbook": main["self"],
+            "workers": main["children"] - start_cpu,
+            "connection starts": start_cpu,
+            "connection processes": connections,
+            "emulators": emulators,
+        }
+        split["total"] = sum(split.values())
+        split["starts"] = len(starts)
+        return split
 
 
 def start_emulators(workdir: Path, count: int, host_key: Path) -> list[tuple[subprocess.Popen, Path, int]]:
@@ -86,9 +178,12 @@ def inventory(workdir: Path, emulators) -> Path:
     return directory / "hosts.yml"
 
 
-def playbook(inv: Path, render: Path) -> tuple[float, dict]:
+def playbook(inv: Path, render: Path, meter: CpuMeter | None = None, emulators=()) -> tuple:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     env.update(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_DEPRECATION_WARNINGS="False")
+    if meter is not None:
+        env.update(meter.env())
+        meter.start(emulators)
     cmd = [
         "ansible-playbook",
         "-i",
@@ -98,12 +193,14 @@ def playbook(inv: Path, render: Path) -> tuple[float, dict]:
         json.dumps({"nxos_roce_qos_render_dir": str(render)}),
     ]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
     elapsed = time.monotonic() - t0
+    split = meter.finish(proc.pid) if meter is not None else None
     if proc.returncode != 0:
-        raise SystemExit(proc.stdout[-4000:] + proc.stderr[-2000:])
-    data = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n") :])[0]
-    return elapsed, data["stats"], task_times(data)
+        raise SystemExit(stdout[-4000:] + stderr[-2000:])
+    data = json.JSONDecoder().raw_decode(stdout[stdout.index("{\n") :])[0]
+    return elapsed, data["stats"], task_times(data), split
 
 
 def task_times(data: dict) -> list[tuple[str, float]]:
@@ -152,13 +249,16 @@ def main() -> int:
     ap.add_argument("--fabric", type=int, default=8, help="switches in the fabric run (default 8)")
     ap.add_argument("--repeat", type=int, default=1, help="measure each size this many times (best kept)")
     ap.add_argument("--profile", type=int, default=0, help="print the N slowest tasks of the 1-switch and fabric runs")
+    ap.add_argument("--cpu", action="store_true", help="print where the CPU of each run went (see the docstring)")
     args = ap.parse_args()
     import paramiko
 
     rows = []
     profile = {}
+    cpu = {}
     with tempfile.TemporaryDirectory(prefix="bench_switch_") as tmp:
         workdir = Path(tmp)
+        meter = CpuMeter(workdir) if args.cpu else None
         paramiko.RSAKey.generate(2048).write_private_key_file(str(workdir / "host_key"))
         for size in (1, args.fabric):
             best = None
@@ -168,10 +268,10 @@ def main() -> int:
                 emulators = start_emulators(run_dir, size, workdir / "host_key")
                 try:
                     inv = inventory(run_dir, emulators)
-                    apply_s, stats, apply_tasks = playbook(inv, run_dir / "render")
+                    apply_s, stats, apply_tasks, apply_cpu = playbook(inv, run_dir / "render", meter, emulators)
                     assert all(s["changed"] > 0 for s in stats.values()), stats
                     mark = offsets(emulators)
-                    again_s, stats, again_tasks = playbook(inv, run_dir / "render")
+                    again_s, stats, again_tasks, again_cpu = playbook(inv, run_dir / "render", meter, emulators)
                     assert all(s["changed"] == 0 for s in stats.values()), stats
                     execs, configs = commands_sent(emulators, mark)
                 finally:
@@ -180,6 +280,7 @@ def main() -> int:
                 if best is None or result[0] + result[1] < best[0] + best[1]:
                     best = result
                     profile[size] = (apply_tasks, again_tasks)
+                    cpu[size] = ((apply_s, apply_cpu), (again_s, again_cpu))
             rows.append((size, *best))
     print(
         f"{'switches':>8} {'full apply s':>13} {'no-change s':>12} "
@@ -193,12 +294,30 @@ def main() -> int:
             print(f"\n{size} switch(es), {label}: {len(tasks)} tasks, {total:.1f} s in tasks; the slowest:")
             for name, seconds in sorted(tasks, key=lambda t: -t[1])[: args.profile]:
                 print(f"  {seconds:6.2f} s  {name}")
+    if args.cpu:
+        print_cpu(cpu)
     one, fabric = rows[0], rows[-1]
     print(
         f"ratio {fabric[0]} switches / 1 switch: full apply {fabric[1] / one[1]:.2f}x, "
         f"no-change {fabric[2] / one[2]:.2f}x"
     )
     return 0
+
+
+def print_cpu(cpu: dict) -> None:
+    parts = ("ansible-playbook", "workers", "connection starts", "connection processes", "emulators")
+    print("\nCPU seconds (user + system) of each run; per switch: all but ansible-playbook, divided by the switches")
+    print(f"{'switches':>8} {'run':>10} {'wall s':>7} {'CPU s':>6} {'cores':>5} " + " ".join(f"{p:>20}" for p in parts))
+    for size, runs in cpu.items():
+        for label, (wall, split) in zip(("full apply", "no-change"), runs, strict=True):
+            cells = [f"{split[p]:>20.2f}" for p in parts]
+            cells[2] = f"{split['connection starts']:>14.2f} ({split['starts']:>2}x)"
+            per_switch = (split["total"] - split["ansible-playbook"]) / size
+            print(
+                f"{size:>8} {label:>10} {wall:>7.1f} {split['total']:>6.2f} {split['total'] / wall:>5.2f} "
+                + " ".join(cells)
+                + f"   per switch {per_switch:.2f}"
+            )
 
 
 if __name__ == "__main__":
