@@ -27,6 +27,8 @@ without a connection: it only writes the intent, with the same code.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -75,19 +77,29 @@ class _Cli:
         try:
             return str(self._conn.run_commands(commands=[command], check_rc=True)[0]).strip()
         except ConnectionError as exc:
-            raise self._error(str(getattr(exc, "err", exc))) from exc
+            raise self._error(_answer(exc)) from exc
 
     def configure(self, lines: list[str]) -> None:
         try:
             self._conn.edit_config(candidate=lines)
         except ConnectionError as exc:
-            raise self._error(str(getattr(exc, "err", exc))) from exc
+            raise self._error(_answer(exc)) from exc
 
     def leave_config(self) -> None:
         try:
             self._conn.set_cli_prompt_context()
         except ConnectionError as exc:
-            raise self._error(str(getattr(exc, "err", exc))) from exc
+            raise self._error(_answer(exc)) from exc
+
+
+def _answer(exc: ConnectionError) -> str:
+    """The switch's answer in a failed call, on one line. network_cli reports the bytes it read as their
+    repr (`b"delete ...\\r\\n% Invalid command ..."`), which is turned back into text."""
+    err = str(getattr(exc, "err", None) or exc)
+    if err[:2] in ('b"', "b'"):
+        with contextlib.suppress(ValueError, SyntaxError):
+            err = ast.literal_eval(err).decode("utf-8", "replace")
+    return " ".join(line.strip() for line in err.splitlines() if line.strip())
 
 
 class ActionModule(ActionBase):
