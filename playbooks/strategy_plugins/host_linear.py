@@ -33,7 +33,7 @@ def _mitogen_mixin():
         Display().vv("host_linear: Mitogen turned off by RDMA_LLM_CLUSTER_MITOGEN")
         return None
     try:
-        import ansible_mitogen.loaders  # noqa: F401  (checks the ansible version first)
+        import ansible_mitogen.loaders  # checks the ansible version first
         import ansible_mitogen.strategy
     except ImportError as exc:
         Display().vv(f"host_linear: Mitogen not available ({exc}); running the plain linear strategy")
