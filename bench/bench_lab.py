@@ -4,7 +4,9 @@
   .venv/bin/python bench/bench_lab.py --scale 2 4 8 [--logs DIR]
 
 --scale: one lab of the largest size, site.yml's first run on all of it, then the second run (changed=0,
-checked from the recap) limited to the first 2, 4, 8 hosts (and the switch) in one session, side by side;
+checked from the recap) limited to the first 2, 4, 8 hosts (and the switch) in one session, side by side,
+once with the node plays' strategy host_linear as shipped (Mitogen) and once as plain linear
+(RDMA_LLM_CLUSTER_MITOGEN=0), interleaved;
 prints each size's time, its ratio to the smallest, the CPU seconds it cost the controller (ansible-playbook
 and its ssh children) and the lab hosts (their containers' cgroups), a fit t = F + N*p over the sizes, and
 the tasks whose time grew most (from profile_tasks). --logs keeps each run's output.
@@ -67,10 +69,11 @@ class Run:
     hosts: float  # CPU seconds of the lab host containers
 
 
-def site(*extra: str, log: Path | None = None, unchanged: bool = False) -> Run:
+def site(*extra: str, log: Path | None = None, unchanged: bool = False, mitogen: bool = True) -> Run:
     """One site.yml run; with unchanged, fail unless the recap says changed=0 everywhere."""
     env = dict(
         os.environ,
+        RDMA_LLM_CLUSTER_MITOGEN="1" if mitogen else "0",
         CONTAINERS_CONF=str(podman.containers_conf()),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
@@ -109,37 +112,54 @@ def task_times(text: str) -> dict[str, float]:
     return {m[1].strip(): float(m[2]) for m in TASK_TIME.finditer(text)}
 
 
+STRATEGIES = {"mitogen": True, "linear": False}  # host_linear as shipped, and with Mitogen turned off
+
+
+def tasks_per_node(text: str, node: str) -> int:
+    """Task results (ok, changed, skipping; a loop counts once) the run reported for one node."""
+    return len(re.findall(rf"^(?:ok|changed|skipping): \[{re.escape(node)}\]", text, re.M))
+
+
 def scale(sizes: list[int], logs: Path) -> int:
     logs.mkdir(parents=True, exist_ok=True)
-    big = max(sizes)
-    rows, profiles, runs = [], {}, {}
+    big, small_n = max(sizes), min(sizes)
+    rows, profiles, runs = [], {}, {mode: {} for mode in STRATEGIES}
     try:
         cluster.down()
         cluster.up(big)
         rows.append((f"site.yml first run, {big} hosts", site(log=logs / f"first-{big}.log")))
         for n in sorted(sizes):
             hosts = ",".join(cluster.Node(i).name for i in range(1, n + 1))
-            log = logs / f"second-{n}.log"
-            runs[n] = site("--limit", f"{hosts},switches", log=log, unchanged=True)
-            rows.append((f"site.yml second run (changed=0), {n} hosts", runs[n]))
-            profiles[n] = task_times(log.read_text())
+            for mode, mitogen in STRATEGIES.items():
+                log = logs / f"second-{n}-{mode}.log"
+                runs[mode][n] = site("--limit", f"{hosts},switches", log=log, unchanged=True, mitogen=mitogen)
+                rows.append((f"site.yml second run (changed=0), {n} hosts, {mode}", runs[mode][n]))
+                if mitogen:
+                    profiles[n] = task_times(log.read_text())
+        per_node = tasks_per_node((logs / f"second-{small_n}-mitogen.log").read_text(), cluster.Node(2).name)
     finally:
         cluster.down()
     width = max(len(r[0]) for r in rows)
-    base = runs[min(sizes)].secs
     print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    print(f"{'step'.ljust(width)}  seconds  vs {min(sizes)} hosts  CPU s: controller  lab hosts")
+    print(f"{'step'.ljust(width)}  seconds  vs {small_n} hosts  CPU s: controller  lab hosts")
     for name, run in rows:
-        ratio = f"{run.secs / base:5.2f}x" if "second" in name else " " * 6
+        mode = name.rsplit(", ", 1)[-1]
+        ratio = f"{run.secs / runs[mode][small_n].secs:5.2f}x" if mode in runs else " " * 6
         print(f"{name.ljust(width)}  {run.secs:7.1f}  {ratio}          {run.controller:9.1f}  {run.hosts:9.1f}")
-    if len(runs) > 1:
-        print("\nfit t = F + N*p over the no-change runs (seconds):")
-        for what in ("secs", "controller", "hosts"):
-            f, p = fit(sorted((n, getattr(r, what)) for n, r in runs.items()))
-            print(f"  {what:10}  F {f:6.1f}  p {p:5.1f} per host")
-    small, large = profiles[min(sizes)], profiles[big]
+    print(f"\ntask results per node in a no-change run (lab-node2): {per_node}")
+    print(
+        "mitogen / linear wall clock: "
+        + ", ".join(f"{n} hosts {runs['mitogen'][n].secs / runs['linear'][n].secs:.2f}" for n in sorted(sizes))
+    )
+    if len(sizes) > 1:
+        for mode in STRATEGIES:
+            print(f"\nfit t = F + N*p over the no-change runs, {mode} (seconds):")
+            for what in ("secs", "controller", "hosts"):
+                f, p = fit(sorted((n, getattr(r, what)) for n, r in runs[mode].items()))
+                print(f"  {what:10}  F {f:6.1f}  p {p:5.1f} per host")
+    small, large = profiles[small_n], profiles[big]
     growth = sorted(((large[t] - small.get(t, 0.0), t) for t in large), reverse=True)[:10]
-    print(f"\ntasks that grew most from {min(sizes)} to {big} hosts (profile_tasks, seconds):")
+    print(f"\ntasks that grew most from {small_n} to {big} hosts (mitogen, profile_tasks, seconds):")
     for delta, task in growth:
         print(f"  +{delta:6.1f}  {small.get(task, 0.0):6.1f} -> {large[task]:6.1f}  {task}")
     return 0
