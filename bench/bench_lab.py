@@ -116,7 +116,7 @@ STRATEGIES = {"mitogen": True, "linear": False}  # host_linear as shipped, and w
 
 
 def tasks_per_node(text: str, node: str) -> int:
-    """Task results (ok, changed, skipping; a loop counts once) the run reported for one node."""
+    """Result lines (ok, changed, skipping; each loop item is a line) the run printed for one node."""
     return len(re.findall(rf"^(?:ok|changed|skipping): \[{re.escape(node)}\]", text, re.M))
 
 
