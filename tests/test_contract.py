@@ -67,6 +67,7 @@ def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
         "rdma_qos_cnp_priority": 2,
         "rdma_qos_roce_bandwidth_percent": 50,
         "rdma_qos_default_bandwidth_percent": 50,
+        "rdma_qos_mark_networks": {"ipv4": ["192.168.250.0/24", "192.168.251.0/24"], "ipv6": []},
         **kw,
     }
 
@@ -349,6 +350,33 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         [
             "n1: rdma_qos_cnp_priority 3 equals rdma_qos_pfc_priority: CNPs need their own strict-priority class",
             "n1: rdma_qos_cnp_priority 3 differs from sw's nxos_roce_qos_cnp_qos_group 2: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-mark-host-address",
+        setv("n1", "rdma_qos_mark_networks", {"ipv4": ["192.168.250.201/24"], "ipv6": []}),
+        [
+            "n1: rdma_qos_mark_networks ipv4: '192.168.250.201/24' is not an IPv4 network in CIDR notation (no host bits)"
+        ],
+    ),
+    (
+        "qos-mark-injection",
+        setv("n1", "rdma_qos_mark_networks", {"ipv4": ["10.0.0.0/8 } accept; {"], "ipv6": []}),
+        [
+            "n1: rdma_qos_mark_networks ipv4: '10.0.0.0/8 } accept; {' is not an IPv4 network in CIDR notation (no host bits)"
+        ],
+    ),
+    (
+        "qos-mark-family",
+        setv("n1", "rdma_qos_mark_networks", {"ipv4": [], "ipv6": ["10.0.0.0/8"]}),
+        ["n1: rdma_qos_mark_networks ipv6: '10.0.0.0/8' is not an IPv6 network in CIDR notation (no host bits)"],
+    ),
+    (
+        "qos-mark-shape",
+        setv("n1", "rdma_qos_mark_networks", ["192.168.250.0/24"]),
+        [
+            "n1: rdma_qos_mark_networks must be {ipv4: [CIDR ...], ipv6: [CIDR ...]} of network addresses "
+            "(got ['192.168.250.0/24'])"
         ],
     ),
     (

@@ -354,3 +354,12 @@ def test_fabric_networks_from_interfaces() -> None:
         "ipv4": ["192.168.250.0/24", "192.168.251.0/24"],
         "ipv6": ["fd00:250::/64"],
     }
+
+
+def test_fabric_networks_leave_out_what_the_contract_refuses() -> None:
+    """A bad address or route is the inventory contract's to report (once): the default still templates."""
+    interfaces = [
+        {"name": "ens192", "addresses": ["192.168.250.201/24", "not-an-address"], "routes": [{"to": "default"}]},
+        "ens224",
+    ]
+    assert rules.rdma_qos_fabric_networks(interfaces) == {"ipv4": ["192.168.250.0/24"], "ipv6": []}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import add_all_plugin_dirs
 
 _ROLES = Path(__file__).resolve().parents[2]
 
@@ -68,6 +69,9 @@ class ActionModule(ActionBase):
     def _defaults(self, names):
         merged = {}
         for name in names:
+            # A default may use its role's own filters (rdma_qos_mark_networks): make them known even when the
+            # play does not load the role (playbooks/preflight.yml alone).
+            add_all_plugin_dirs(str(_ROLES / name))
             path = _ROLES / name / "defaults" / "main.yml"
             merged.update(self._loader.load_from_file(str(path), trusted_as_template=True) or {})
         return merged

@@ -150,6 +150,28 @@ def mapping() -> Check:
     return check
 
 
+def networks_by_family() -> Check:
+    """{ipv4: [CIDR ...], ipv6: [CIDR ...]}: network addresses (no host bits) of the family their key names."""
+
+    def check(value: Any) -> str | None:
+        want = f"must be {{ipv4: [CIDR ...], ipv6: [CIDR ...]}} of network addresses (got {value!r})"
+        if not isinstance(value, dict) or set(value) != {"ipv4", "ipv6"}:
+            return want
+        for key, version in (("ipv4", 4), ("ipv6", 6)):
+            if not isinstance(value[key], list):
+                return want
+            for cidr in value[key]:
+                try:
+                    ok = isinstance(cidr, str) and ipaddress.ip_network(cidr, strict=True).version == version
+                except ValueError:
+                    ok = False
+                if not ok:
+                    return f"{key}: {cidr!r} is not an IPv{version} network in CIDR notation (no host bits)"
+        return None
+
+    return check
+
+
 def opensm_ports() -> Check:
     def check(value: Any) -> str | None:
         guids = (
@@ -251,6 +273,8 @@ VARIABLES: tuple[Var, ...] = (
     Var("rdma_qos_dcqcn", NODES, boolean()),
     Var("rdma_qos_roce_tos", NODES, boolean()),
     Var("rdma_qos_mark_tcp", NODES, boolean()),
+    # Rendered into the nftables rules: network addresses only (no injection).
+    Var("rdma_qos_mark_networks", NODES, networks_by_family()),
     Var("rdma_qos_local_fact", NODES, boolean()),
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
