@@ -58,3 +58,64 @@ def test_host_linear_runs_through_mitogen_unless_turned_off(tmp_path: Path, swit
     else:
         assert len(set(pids)) == 2, tail(proc)
         assert "Mitogen turned off by RDMA_LLM_CLUSTER_MITOGEN" in proc.stdout, tail(proc)
+
+
+# A filter plugin that records each process that imports it; beside the play (legacy) and in a collection.
+PROBE = """\
+import os, pathlib
+with open(pathlib.Path(os.environ["PROBE_LOG"]), "a") as log:
+    log.write(f"{{NAME}} {os.getpid()}\\n")
+class FilterModule:
+    def filters(self):
+        return {"{{NAME}}": lambda value: value}
+"""
+
+PLUGIN_PLAY = """\
+- name: Two hosts, two tasks, each templating a legacy and a collection filter
+  hosts: all
+  gather_facts: false
+  strategy: {strategy}
+  tasks:
+    - name: First
+      ansible.builtin.debug:
+        msg: "{{{{ 1 | probe_legacy }}}} {{{{ 2 | probe.coll.probe_coll }}}}"
+    - name: Second
+      ansible.builtin.debug:
+        msg: "{{{{ 3 | probe_legacy }}}} {{{{ 4 | probe.coll.probe_coll }}}}"
+"""
+
+
+@pytest.mark.parametrize("strategy", ["host_linear", "linear"])
+def test_host_linear_loads_jinja_plugins_once_before_the_workers_fork(tmp_path: Path, strategy: str) -> None:
+    (tmp_path / "filter_plugins").mkdir()
+    (tmp_path / "filter_plugins" / "probe_legacy.py").write_text(PROBE.replace("{{NAME}}", "probe_legacy"))
+    coll = tmp_path / "collections" / "ansible_collections" / "probe" / "coll"
+    (coll / "plugins" / "filter").mkdir(parents=True)
+    (coll / "galaxy.yml").write_text("namespace: probe\nname: coll\nversion: 1.0.0\n")
+    (coll / "plugins" / "filter" / "probe_coll.py").write_text(PROBE.replace("{{NAME}}", "probe_coll"))
+    (tmp_path / "play.yml").write_text(PLUGIN_PLAY.format(strategy=strategy))
+    local = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
+    (tmp_path / "hosts.yml").write_text(f"all:\n  hosts:\n    a: {{{local}}}\n    b: {{{local}}}\n")
+    log = tmp_path / "probe.log"
+    proc = playbook(
+        str(tmp_path / "play.yml"),
+        inventory=tmp_path / "hosts.yml",
+        timeout=300,
+        ANSIBLE_STRATEGY_PLUGINS=str(ROOT / "playbooks" / "strategy_plugins"),
+        ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"),
+        PROBE_LOG=str(log),
+    )
+    assert proc.returncode == 0, tail(proc)
+    assert re.search(r"^a\s+: ok=2\s+changed=0", proc.stdout, re.M), tail(proc)
+    imports: dict[str, set[str]] = {}
+    for line in log.read_text().splitlines():
+        name, pid = line.split()
+        imports.setdefault(name, set()).add(pid)
+    assert set(imports) == {"probe_legacy", "probe_coll"}, log.read_text()
+    if strategy == "host_linear":
+        # Once, in the controller process: the four task runs' workers inherit both.
+        assert all(len(pids) == 1 for pids in imports.values()), log.read_text()
+        assert imports["probe_legacy"] == imports["probe_coll"], log.read_text()
+    else:
+        # Stock ansible-core: each worker imports them again.
+        assert all(len(pids) >= 2 for pids in imports.values()), log.read_text()
