@@ -23,6 +23,10 @@ ARTIFACTS = ROOT / "artifacts"
 SMALL = {"batch_size": 8, "block_size": 64, "eval_interval": 10, "eval_batches": 4, "log_interval": 5}
 COMMON = ["-e", "model=tiny", "-e", "deadline=900"]
 KILL = {**SMALL, "eval_interval": 100, "ckpt_interval": 10, "pg_timeout": 60}
+# Steps of the killed-rank run: the kill lands after step 15 (a checkpoint at 10 behind it) and must beat the
+# end of the run; 85 steps are >= 12 s of training even on a quiet machine, against ~3 s from the step's metric
+# line to the kill (1 s polls). The resume trains them again, so more steps only cost time.
+KILL_STEPS = 100
 
 
 def payload(values: dict) -> list[str]:
@@ -68,6 +72,19 @@ def check_artifacts(run_id: str, hosts: list[str]) -> dict:
     return manifest
 
 
+def wait_for_step(play: subprocess.Popen, hosts: list[str], run_id: str, step: int) -> str:
+    """The host of rank 1 once it has trained past `step` (a checkpoint lies behind it)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and play.poll() is None:
+        time.sleep(1)
+        for host in hosts:
+            out = ssh(host, "cat", f"/var/lib/rdma-llm/runs/{run_id}/out/metrics.jsonl").stdout.splitlines()
+            steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
+            if steps and max(steps) >= step:
+                return host
+    raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if play.poll() is not None else ''}")
+
+
 def no_training_processes(hosts: list[str]) -> None:
     for host in hosts:
         proc = ssh(host, "ps", "-eo", "args=")
@@ -102,7 +119,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         "-e",
         f"data={corpus}",
         "-e",
-        "steps=600",
+        f"steps={KILL_STEPS}",
         "-e",
         f"run_id={run_id}",
         *payload(KILL),
@@ -117,18 +134,9 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    run_dir = f"/var/lib/rdma-llm/runs/{run_id}"
     try:
         # Wait until rank 1 has trained past a checkpoint, then kill its worker process group.
-        victim, deadline = None, time.monotonic() + 600
-        while victim is None and time.monotonic() < deadline and play.poll() is None:
-            time.sleep(3)
-            for host in hosts:
-                out = ssh(host, "cat", f"{run_dir}/out/metrics.jsonl").stdout.splitlines()
-                steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
-                if steps and max(steps) >= 15:
-                    victim = host
-        assert victim, "rank 1 never reached step 15"
+        victim = wait_for_step(play, hosts, run_id, 15)
         # torchrun is the unit's main process; its children are the workers (the ranks).
         main_pid = ssh(victim, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
         workers = ssh(victim, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
@@ -164,7 +172,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         "-e",
         f"data={corpus}",
         "-e",
-        "steps=600",
+        f"steps={KILL_STEPS}",
         "-e",
         f"run_id={run_id}",
         "-e",
@@ -184,6 +192,6 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         if (ARTIFACTS / run_id / h / "out" / "result.json").exists()
     ]
     assert results and all(
-        r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == 600 for r in results
+        r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == KILL_STEPS for r in results
     ), results
     no_training_processes(hosts)

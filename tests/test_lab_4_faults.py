@@ -22,6 +22,7 @@ from tests.test_lab_3_train import (  # noqa: F401
     payload,
     ssh,
     train,
+    wait_for_step,
 )
 
 pytestmark = pytest.mark.lab
@@ -38,19 +39,6 @@ def start_train(*extra: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-
-
-def wait_for_step(play: subprocess.Popen, hosts: list[str], run_id: str, step: int) -> str:
-    """The host of rank 1 once it has trained past `step` (a checkpoint lies behind it)."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and play.poll() is None:
-        time.sleep(3)
-        for host in hosts:
-            out = ssh(host, "cat", f"/var/lib/rdma-llm/runs/{run_id}/out/metrics.jsonl").stdout.splitlines()
-            steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
-            if steps and max(steps) >= step:
-                return host
-    raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if play.poll() is not None else ''}")
 
 
 def finish(play: subprocess.Popen, timeout: float) -> str:
