@@ -26,6 +26,16 @@ from tests.conftest import ROOT, run, tail
 pytestmark = pytest.mark.molecule
 
 GOOD_IFACE = {"name": "ens192", "addresses": ["192.168.250.201/24"], "mtu": 9000}
+# A valid host QoS; each rdma_qos case below breaks one thing in it.
+QOS_VARS = {
+    "cluster_fabric_interfaces": [GOOD_IFACE],
+    "cluster_roce_dscp": 26,
+    "cluster_cnp_dscp": 48,
+    "cluster_nodrop_cos": 3,
+    "cluster_cnp_cos": 2,
+    "cluster_roce_bandwidth_percent": 50,
+    "cluster_default_bandwidth_percent": 50,
+}
 
 
 def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
@@ -104,30 +114,13 @@ def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
         ),
         pytest.param(
             "rdma_qos",
-            {
-                "cluster_fabric_interfaces": [GOOD_IFACE],
-                "cluster_roce_dscp": 26,
-                "cluster_cnp_dscp": 48,
-                "cluster_nodrop_cos": 3,
-                "cluster_cnp_cos": 3,
-                "cluster_roce_bandwidth_percent": 50,
-                "cluster_default_bandwidth_percent": 50,
-            },
+            {**QOS_VARS, "cluster_cnp_cos": 3},
             ["badnode1: rdma_qos_cnp_priority 3 equals rdma_qos_pfc_priority: CNPs need their own strict-priority"],
             id="qos-cnp-on-the-nodrop-priority",
         ),
         pytest.param(
             "rdma_qos",
-            {
-                "cluster_fabric_interfaces": [GOOD_IFACE],
-                "cluster_roce_dscp": 26,
-                "cluster_cnp_dscp": 48,
-                "cluster_nodrop_cos": 3,
-                "cluster_cnp_cos": 2,
-                "cluster_roce_bandwidth_percent": 50,
-                "cluster_default_bandwidth_percent": 50,
-                "rdma_qos_mark_networks": {"ipv4": ["10.0.0.0/8 } accept; {"], "ipv6": []},
-            },
+            {**QOS_VARS, "rdma_qos_mark_networks": {"ipv4": ["10.0.0.0/8 } accept; {"], "ipv6": []}},
             ["badnode1: rdma_qos_mark_networks ipv4: '10.0.0.0/8 } accept; {' is not an IPv4 network"],
             id="qos-mark-networks-injection",
         ),
