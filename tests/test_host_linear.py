@@ -119,3 +119,78 @@ def test_host_linear_loads_jinja_plugins_once_before_the_workers_fork(tmp_path: 
     else:
         # Stock ansible-core: each worker imports them again.
         assert all(len(pids) >= 2 for pids in imports.values()), log.read_text()
+
+
+# Records, in every process, each Jinja compile whose generated code reads a `probe_` variable.
+COMPILE_PROBE = """\
+import os
+import jinja2.environment
+
+_compile = jinja2.environment.Environment._compile
+
+
+def _recording_compile(self, source, filename):
+    if "probe_" in source:
+        with open(os.environ["PROBE_LOG"], "a") as log:
+            log.write(f"{os.getpid()}\\n")
+    return _compile(self, source, filename)
+
+
+jinja2.environment.Environment._compile = _recording_compile
+"""
+
+COMPILE_PLAY = """\
+- name: Two hosts, three tasks (arguments, a loop, a conditional and an assert) to compile
+  hosts: all
+  gather_facts: false
+  strategy: host_linear
+  vars:
+    probe_word: "{{ probe_base }}-word"
+  tasks:
+    - name: Arguments and a conditional
+      ansible.builtin.debug:
+        msg: "{{ probe_word | upper }} on {{ inventory_hostname }}"
+      when: probe_word is search('word')
+    - name: A loop
+      ansible.builtin.debug:
+        msg: "{{ item }}"
+      loop: "{{ [probe_word, probe_base] }}"
+    - name: An assert
+      ansible.builtin.assert:
+        that:
+          - probe_word | length > 4
+          - probe_base != probe_word
+        quiet: true
+"""
+
+
+@pytest.mark.parametrize("cache", ["1", "0"])
+def test_host_linear_compiles_each_template_once_before_the_workers_fork(tmp_path: Path, cache: str) -> None:
+    """With the cache, each probe template (play vars, arguments, loop, conditionals, assert) is compiled once for
+    the whole run, whatever the host count; without it, once per host per render."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "sitecustomize.py").write_text(COMPILE_PROBE)
+    (tmp_path / "play.yml").write_text(COMPILE_PLAY)
+    local = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
+    (tmp_path / "hosts.yml").write_text(
+        f"all:\n  vars:\n    probe_base: abc\n  hosts:\n    a: {{{local}}}\n    b: {{{local}}}\n"
+    )
+    log = tmp_path / "probe.log"
+    proc = playbook(
+        str(tmp_path / "play.yml"),
+        inventory=tmp_path / "hosts.yml",
+        timeout=300,
+        ANSIBLE_STRATEGY_PLUGINS=str(ROOT / "playbooks" / "strategy_plugins"),
+        PYTHONPATH=str(tmp_path / "probe"),
+        PROBE_LOG=str(log),
+        RDMA_LLM_CLUSTER_TEMPLATE_CACHE=cache,
+    )
+    assert proc.returncode == 0, tail(proc)
+    assert re.search(r"^b\s+: ok=3\s+changed=0\s+unreachable=0\s+failed=0", proc.stdout, re.M), tail(proc)
+    pids = log.read_text().split()
+    if cache == "1":
+        # Seven probe templates, each compiled once, all in the controller process.
+        assert len(set(pids)) == 1 and len(pids) <= 7, log.read_text()
+    else:
+        # Stock ansible-core: every worker (two hosts x three tasks) compiles what it renders again.
+        assert len(set(pids)) >= 6 and len(pids) >= 14, log.read_text()

@@ -11,12 +11,19 @@ Connections Mitogen does not handle (network_cli, local) run as they would under
 Either way the play's Jinja plugins are loaded once, in the controller process, before any worker forks.
 ansible-core loads filter and test plugins lazily on first use, and each task on each host runs in a freshly
 forked worker, so every worker imported them again: about a third of the workers' CPU in a no-change run.
+
+And the play's templates are compiled once, in the controller, before the first worker of each task forks.
+ansible-core compiles a template string every time it renders one (there is no compile cache), so each worker
+compiled the task's arguments, conditionals and every role default they reach again, on every host. The
+compiled templates are kept by source and compile options; a template with `{% include %}` or the like, whose
+meaning depends on the caller's search path, is never shared. RDMA_LLM_CLUSTER_TEMPLATE_CACHE=0 turns it off.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from ansible.plugins.strategy.linear import StrategyModule as _Linear
@@ -98,16 +105,136 @@ def load_template_plugins(play) -> None:
                 Display().vvv(f"host_linear: {kind} {name} not preloaded ({exc})")
 
 
+# Tags that make a template's meaning depend on the loader's search path: such templates are not shared.
+_LOADS_FILES = re.compile(r"\{%-?\s*(?:include|import|from|extends)\b")
+# Task keywords that hold conditionals (compiled as expressions); `that` is the assert action's.
+_CONDITIONAL_KEYWORDS = ("when", "changed_when", "failed_when", "until")
+
+
+class TemplateCache:
+    """Compiled templates and expressions by (source, compile options), filled in the controller before the
+    workers fork, so each worker finds what the play will render already compiled."""
+
+    def __init__(self) -> None:
+        from ansible._internal._templating._engine import TemplateEngine, TemplateOptions
+        from ansible._internal._templating._jinja_bits import AnsibleTemplate, AnsibleTemplateExpression
+
+        self._shareable = (AnsibleTemplate, AnsibleTemplateExpression)
+        self._engine_cls = TemplateEngine
+        self._options = TemplateOptions
+        self._compiled: dict[tuple, object] = {}
+        self._seen: set[str] = set()
+        self.hits = self.misses = 0
+        compile_template, compile_expression = TemplateEngine._compile_template, TemplateEngine._compile_expression
+        cache = self
+
+        def _compile_template(engine, template, options):
+            key = cache._key("t", template, options)
+            return cache._get(key, lambda: compile_template(engine, template, options))
+
+        def _compile_expression(engine, expression, options):
+            key = cache._key("e", expression, options)
+            return cache._get(key, lambda: compile_expression(engine, expression, options))
+
+        TemplateEngine._compile_template = _compile_template
+        TemplateEngine._compile_expression = _compile_expression
+
+    @staticmethod
+    def _key(kind, source, options):
+        if not isinstance(source, str) or _LOADS_FILES.search(source):
+            return None
+        return (kind, str(source), options.overrides, options.escape_backslashes)
+
+    def _get(self, key, compile_it):
+        if key is None:
+            return compile_it()
+        found = self._compiled.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        compiled = compile_it()
+        # A failed compile comes back as a function that reports the error with its origin: never shared.
+        if isinstance(compiled, self._shareable):
+            self._compiled[key] = compiled
+        return compiled
+
+    def add(self, engine, value, conditional: bool = False) -> None:
+        """Compile every template string in a value (nested lists and dicts) the way a worker will."""
+        from ansible._internal._templating._jinja_bits import is_possibly_template
+
+        if isinstance(value, str):
+            if conditional and value.strip():
+                options = self._options(escape_backslashes=False, preserve_trailing_newlines=False)
+                engine._compile_expression(value.strip(), options)
+            elif is_possibly_template(value):
+                engine._compile_template(value, self._options.DEFAULT)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                self.add(engine, item, conditional)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                self.add(engine, item, conditional)
+
+    def add_task(self, engine, task) -> None:
+        """A task's arguments, loop, vars and conditionals, and its role's defaults and vars; once each."""
+        if task._uuid in self._seen:
+            return
+        self._seen.add(task._uuid)
+        role = task._role
+        if role is not None and role._uuid not in self._seen:
+            self._seen.add(role._uuid)
+            self.add(engine, role._default_vars)
+            self.add(engine, role._role_vars)
+        self.add(engine, [task.args, task.loop, task.vars])
+        self.add(engine, [getattr(task, name, None) for name in _CONDITIONAL_KEYWORDS], conditional=True)
+        if task.action in ("assert", "ansible.builtin.assert"):
+            self.add(engine, task.args.get("that"), conditional=True)
+
+
+def _template_cache():
+    if os.environ.get("RDMA_LLM_CLUSTER_TEMPLATE_CACHE", "1").strip().lower() in _OFF:
+        return None
+    try:
+        return TemplateCache()
+    except (ImportError, AttributeError) as exc:  # another ansible-core: render as it does
+        Display().vv(f"host_linear: no template cache ({exc})")
+        return None
+
+
+_CACHE = _template_cache()
+
+
+class _HostLinear:
+    def run(self, iterator, play_context):
+        load_template_plugins(iterator._play)
+        if _CACHE is not None:
+            engine = self._engine()
+            inventory_vars = [self._inventory.groups[g].vars for g in self._inventory.groups]
+            inventory_vars += [h.vars for h in self._inventory.get_hosts(iterator._play.hosts)]
+            _CACHE.add(engine, [iterator._play.vars, inventory_vars])
+        return super().run(iterator, play_context)
+
+    def _queue_task(self, host, task, task_vars, play_context):
+        if _CACHE is not None:
+            try:
+                _CACHE.add_task(self._engine(), task)
+            except Exception as exc:  # the worker compiles what it needs, as it would without this
+                Display().vvv(f"host_linear: task {task.get_name()} not precompiled ({exc})")
+        return super()._queue_task(host, task, task_vars, play_context)
+
+    def _engine(self):
+        if getattr(self, "_cache_engine", None) is None:
+            self._cache_engine = _CACHE._engine_cls(loader=self._loader)
+        return self._cache_engine
+
+
 if _Mixin is None:
 
-    class StrategyModule(_Linear):
-        def run(self, iterator, play_context):
-            load_template_plugins(iterator._play)
-            return super().run(iterator, play_context)
+    class StrategyModule(_HostLinear, _Linear):
+        pass
 
 else:
 
-    class StrategyModule(_Mixin, _Linear):
-        def run(self, iterator, play_context):
-            load_template_plugins(iterator._play)
-            return super().run(iterator, play_context)
+    class StrategyModule(_HostLinear, _Mixin, _Linear):
+        pass
