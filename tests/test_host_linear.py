@@ -70,6 +70,24 @@ class FilterModule:
         return {"{{NAME}}": lambda value: value}
 """
 
+
+def run_two_hosts(tmp_path: Path, play: str, group_vars: str = "", **env: str):
+    """A play on two controller-local hosts, a and b, with the strategy plugins; PROBE_LOG is its probe log."""
+    (tmp_path / "play.yml").write_text(play)
+    local = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
+    (tmp_path / "hosts.yml").write_text(f"all:\n{group_vars}  hosts:\n    a: {{{local}}}\n    b: {{{local}}}\n")
+    log = tmp_path / "probe.log"
+    proc = playbook(
+        str(tmp_path / "play.yml"),
+        inventory=tmp_path / "hosts.yml",
+        timeout=300,
+        ANSIBLE_STRATEGY_PLUGINS=str(ROOT / "playbooks" / "strategy_plugins"),
+        PROBE_LOG=str(log),
+        **env,
+    )
+    return proc, log
+
+
 PLUGIN_PLAY = """\
 - name: Two hosts, two tasks, each templating a legacy and a collection filter
   hosts: all
@@ -93,17 +111,8 @@ def test_host_linear_loads_jinja_plugins_once_before_the_workers_fork(tmp_path: 
     (coll / "plugins" / "filter").mkdir(parents=True)
     (coll / "galaxy.yml").write_text("namespace: probe\nname: coll\nversion: 1.0.0\n")
     (coll / "plugins" / "filter" / "probe_coll.py").write_text(PROBE.replace("{{NAME}}", "probe_coll"))
-    (tmp_path / "play.yml").write_text(PLUGIN_PLAY.format(strategy=strategy))
-    local = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
-    (tmp_path / "hosts.yml").write_text(f"all:\n  hosts:\n    a: {{{local}}}\n    b: {{{local}}}\n")
-    log = tmp_path / "probe.log"
-    proc = playbook(
-        str(tmp_path / "play.yml"),
-        inventory=tmp_path / "hosts.yml",
-        timeout=300,
-        ANSIBLE_STRATEGY_PLUGINS=str(ROOT / "playbooks" / "strategy_plugins"),
-        ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"),
-        PROBE_LOG=str(log),
+    proc, log = run_two_hosts(
+        tmp_path, PLUGIN_PLAY.format(strategy=strategy), ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections")
     )
     assert proc.returncode == 0, tail(proc)
     assert re.search(r"^a\s+: ok=2\s+changed=0", proc.stdout, re.M), tail(proc)
@@ -170,26 +179,18 @@ def test_host_linear_compiles_each_template_once_before_the_workers_fork(tmp_pat
     the whole run, whatever the host count; without it, once per host per render."""
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "sitecustomize.py").write_text(COMPILE_PROBE)
-    (tmp_path / "play.yml").write_text(COMPILE_PLAY)
-    local = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
-    (tmp_path / "hosts.yml").write_text(
-        f"all:\n  vars:\n    probe_base: abc\n  hosts:\n    a: {{{local}}}\n    b: {{{local}}}\n"
-    )
-    log = tmp_path / "probe.log"
-    proc = playbook(
-        str(tmp_path / "play.yml"),
-        inventory=tmp_path / "hosts.yml",
-        timeout=300,
-        ANSIBLE_STRATEGY_PLUGINS=str(ROOT / "playbooks" / "strategy_plugins"),
+    proc, log = run_two_hosts(
+        tmp_path,
+        COMPILE_PLAY,
+        "  vars:\n    probe_base: abc\n",
         PYTHONPATH=str(tmp_path / "probe"),
-        PROBE_LOG=str(log),
         RDMA_LLM_CLUSTER_TEMPLATE_CACHE=cache,
     )
     assert proc.returncode == 0, tail(proc)
     assert re.search(r"^b\s+: ok=3\s+changed=0\s+unreachable=0\s+failed=0", proc.stdout, re.M), tail(proc)
     pids = log.read_text().split()
     if cache == "1":
-        # Seven probe templates, each compiled once, all in the controller process.
+        # Each of the play's seven probe templates compiled at most once, all in the controller process.
         assert len(set(pids)) == 1 and len(pids) <= 7, log.read_text()
     else:
         # Stock ansible-core: every worker (two hosts x three tasks) compiles what it renders again.
