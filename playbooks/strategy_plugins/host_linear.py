@@ -124,7 +124,6 @@ class TemplateCache:
         self._options = TemplateOptions
         self._compiled: dict[tuple, object] = {}
         self._seen: set[str] = set()
-        self.hits = self.misses = 0
         compile_template, compile_expression = TemplateEngine._compile_template, TemplateEngine._compile_expression
         cache = self
 
@@ -150,9 +149,7 @@ class TemplateCache:
             return compile_it()
         found = self._compiled.get(key)
         if found is not None:
-            self.hits += 1
             return found
-        self.misses += 1
         compiled = compile_it()
         # A failed compile comes back as a function that reports the error with its origin: never shared.
         if isinstance(compiled, self._shareable):
@@ -208,25 +205,24 @@ _CACHE = _template_cache()
 class _HostLinear:
     def run(self, iterator, play_context):
         load_template_plugins(iterator._play)
-        if _CACHE is not None:
-            engine = self._engine()
-            inventory_vars = [self._inventory.groups[g].vars for g in self._inventory.groups]
-            inventory_vars += [h.vars for h in self._inventory.get_hosts(iterator._play.hosts)]
-            _CACHE.add(engine, [iterator._play.vars, inventory_vars])
+        inventory_vars = [group.vars for group in self._inventory.groups.values()]
+        inventory_vars += [host.vars for host in self._inventory.get_hosts(iterator._play.hosts)]
+        self._precompile("the play", _CACHE and _CACHE.add, [iterator._play.vars, inventory_vars])
         return super().run(iterator, play_context)
 
     def _queue_task(self, host, task, task_vars, play_context):
-        if _CACHE is not None:
-            try:
-                _CACHE.add_task(self._engine(), task)
-            except Exception as exc:  # the worker compiles what it needs, as it would without this
-                Display().vvv(f"host_linear: task {task.get_name()} not precompiled ({exc})")
+        self._precompile(task.get_name(), _CACHE and _CACHE.add_task, task)
         return super()._queue_task(host, task, task_vars, play_context)
 
-    def _engine(self):
+    def _precompile(self, what, add, value) -> None:
+        if not add:
+            return
         if getattr(self, "_cache_engine", None) is None:
             self._cache_engine = _CACHE._engine_cls(loader=self._loader)
-        return self._cache_engine
+        try:
+            add(self._cache_engine, value)
+        except Exception as exc:  # the worker compiles what it needs, as it would without this
+            Display().vvv(f"host_linear: {what} not precompiled ({exc})")
 
 
 if _Mixin is None:
