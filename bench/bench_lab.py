@@ -5,11 +5,12 @@
 
 --scale: one lab of the largest size, site.yml's first run on all of it, then the second run (changed=0,
 checked from the recap) limited to the first 2, 4, 8 hosts (and the switch) in one session, side by side,
-once with the node plays' strategy host_linear as shipped (Mitogen) and once as plain linear
-(RDMA_LLM_CLUSTER_MITOGEN=0), interleaved;
+with the node plays' strategy host_linear as shipped (Mitogen), with Mitogen's CPU pinning forced on
+(RDMA_LLM_CLUSTER_MITOGEN_PINNING=1) and as plain linear (RDMA_LLM_CLUSTER_MITOGEN=0), interleaved;
 prints each size's time, its ratio to the smallest, the CPU seconds it cost the controller (ansible-playbook
 and its ssh children) and the lab hosts (their containers' cgroups), a fit t = F + N*p over the sizes, and
-the tasks whose time grew most (from profile_tasks). --logs keeps each run's output.
+the tasks whose time grew most (from profile_tasks). --logs keeps each run's output. --reuse measures on the
+running lab when it has enough hosts and site.yml has run on it (skips the first run; the lab stays up).
 
 Removes any running lab first and leaves none behind. The image must be built (`python -m lab image`);
 its one-off build time is reported separately. Prints one table; docs/lab.md records the results.
@@ -69,11 +70,11 @@ class Run:
     hosts: float  # CPU seconds of the lab host containers
 
 
-def site(*extra: str, log: Path | None = None, unchanged: bool = False, mitogen: bool = True) -> Run:
+def site(*extra: str, log: Path | None = None, unchanged: bool = False, mode: dict[str, str] | None = None) -> Run:
     """One site.yml run; with unchanged, fail unless the recap says changed=0 everywhere."""
     env = dict(
         os.environ,
-        RDMA_LLM_CLUSTER_MITOGEN="1" if mitogen else "0",
+        **(mode or {}),
         CONTAINERS_CONF=str(podman.containers_conf()),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
@@ -112,7 +113,12 @@ def task_times(text: str) -> dict[str, float]:
     return {m[1].strip(): float(m[2]) for m in TASK_TIME.finditer(text)}
 
 
-STRATEGIES = {"mitogen": True, "linear": False}  # host_linear as shipped, and with Mitogen turned off
+# host_linear as shipped, with Mitogen's CPU pinning forced on, and with Mitogen turned off
+STRATEGIES = {
+    "mitogen": {"RDMA_LLM_CLUSTER_MITOGEN": "1", "RDMA_LLM_CLUSTER_MITOGEN_PINNING": ""},
+    "pinned": {"RDMA_LLM_CLUSTER_MITOGEN": "1", "RDMA_LLM_CLUSTER_MITOGEN_PINNING": "1"},
+    "linear": {"RDMA_LLM_CLUSTER_MITOGEN": "0"},
+}
 
 
 def tasks_per_node(text: str, node: str) -> int:
@@ -120,25 +126,29 @@ def tasks_per_node(text: str, node: str) -> int:
     return len(re.findall(rf"^(?:ok|changed|skipping): \[{re.escape(node)}\]", text, re.M))
 
 
-def scale(sizes: list[int], logs: Path) -> int:
+def scale(sizes: list[int], logs: Path, reuse: bool = False) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     big, small_n = max(sizes), min(sizes)
     rows, profiles, runs = [], {}, {mode: {} for mode in STRATEGIES}
+    running = {c["Names"][0] for c in cluster.containers() if c["State"] == "running"} if reuse else set()
+    reuse = reuse and all(cluster.Node(i).name in running for i in range(1, big + 1))
     try:
-        cluster.down()
-        cluster.up(big)
-        rows.append((f"site.yml first run, {big} hosts", site(log=logs / f"first-{big}.log")))
+        if not reuse:
+            cluster.down()
+            cluster.up(big)
+            rows.append((f"site.yml first run, {big} hosts", site(log=logs / f"first-{big}.log")))
         for n in sorted(sizes):
             hosts = ",".join(cluster.Node(i).name for i in range(1, n + 1))
-            for mode, mitogen in STRATEGIES.items():
+            for mode, env in STRATEGIES.items():
                 log = logs / f"second-{n}-{mode}.log"
-                runs[mode][n] = site("--limit", f"{hosts},switches", log=log, unchanged=True, mitogen=mitogen)
+                runs[mode][n] = site("--limit", f"{hosts},switches", log=log, unchanged=True, mode=env)
                 rows.append((f"site.yml second run (changed=0), {n} hosts, {mode}", runs[mode][n]))
-                if mitogen:
+                if mode == "mitogen":
                     profiles[n] = task_times(log.read_text())
         per_node = tasks_per_node((logs / f"second-{small_n}-mitogen.log").read_text(), cluster.Node(2).name)
     finally:
-        cluster.down()
+        if not reuse:
+            cluster.down()
     width = max(len(r[0]) for r in rows)
     print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     print(f"{'step'.ljust(width)}  seconds  vs {small_n} hosts  CPU s: controller  lab hosts")
@@ -147,10 +157,11 @@ def scale(sizes: list[int], logs: Path) -> int:
         ratio = f"{run.secs / runs[mode][small_n].secs:5.2f}x" if mode in runs else " " * 6
         print(f"{name.ljust(width)}  {run.secs:7.1f}  {ratio}          {run.controller:9.1f}  {run.hosts:9.1f}")
     print(f"\ntask results per node in a no-change run (lab-node2): {per_node}")
-    print(
-        "mitogen / linear wall clock: "
-        + ", ".join(f"{n} hosts {runs['mitogen'][n].secs / runs['linear'][n].secs:.2f}" for n in sorted(sizes))
-    )
+    for other in ("pinned", "linear"):
+        print(
+            f"mitogen / {other} wall clock: "
+            + ", ".join(f"{n} hosts {runs['mitogen'][n].secs / runs[other][n].secs:.2f}" for n in sorted(sizes))
+        )
     if len(sizes) > 1:
         for mode in STRATEGIES:
             print(f"\nfit t = F + N*p over the no-change runs, {mode} (seconds):")
@@ -171,9 +182,10 @@ def main() -> int:
     ap.add_argument("--skip-site", action="store_true")
     ap.add_argument("--scale", type=int, nargs="+", metavar="N")
     ap.add_argument("--logs", type=Path, default=ROOT / "artifacts" / "bench_lab")
+    ap.add_argument("--reuse", action="store_true", help="--scale on the running lab, if it has the hosts")
     args = ap.parse_args()
     if args.scale:
-        return scale(args.scale, args.logs)
+        return scale(args.scale, args.logs, args.reuse)
     rows = [("image (cached after the first build)", timed(ensure_image, lambda *_: None))]
     try:
         for n in (2, 8):

@@ -6,6 +6,7 @@ same parent PID for their shells), under plain linear each task starts its own.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -128,6 +129,51 @@ def test_host_linear_loads_jinja_plugins_once_before_the_workers_fork(tmp_path: 
     else:
         # Stock ansible-core: each worker imports them again.
         assert all(len(pids) >= 2 for pids in imports.values()), log.read_text()
+
+
+# Each worker reports the CPUs it and the controller process (its parent) may run on.
+AFFINITY_PLAY = """\
+- name: Report the CPUs of the worker and of the controller
+  hosts: all
+  gather_facts: false
+  strategy: host_linear
+  tasks:
+    - name: CPUs
+      ansible.builtin.debug:
+        msg: "{{ lookup('ansible.builtin.pipe', cmd) }}"
+      vars:
+        cmd: >-
+          w=$PPID; c=$(awk '/^PPid/ {print $2}' /proc/$w/status);
+          echo "cpus worker $(awk '/^Cpus_allowed_list/ {print $2}' /proc/$w/status)
+          controller $(awk '/^Cpus_allowed_list/ {print $2}' /proc/$c/status)"
+"""
+
+
+def cpu_list(text: str) -> set[int]:
+    """/proc's Cpus_allowed_list (`0-3,6`) as a set."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+@pytest.mark.parametrize("setting", ["", "1", "0"])
+def test_host_linear_leaves_mitogen_cpu_pinning_off_below_four_cpus(tmp_path: Path, setting: str) -> None:
+    """Mitogen pins the controller and its workers to the CPUs it keeps free of its multiplexer: on a 2-CPU
+    controller that is one core for all of them. Default: pinning only from 4 CPUs up; 1 forces it, 0 stops it."""
+    proc, _ = run_two_hosts(tmp_path, AFFINITY_PLAY, RDMA_LLM_CLUSTER_MITOGEN_PINNING=setting)
+    assert proc.returncode == 0, tail(proc)
+    reports = re.findall(r"cpus worker (\S+) controller (\S+)", proc.stdout)
+    assert len(reports) == 2, tail(proc)
+    cpus = os.cpu_count() or 1
+    pinned = setting == "1" or (setting == "" and cpus >= 4)
+    for worker, controller in reports:
+        if pinned and cpus >= 2:
+            assert len(cpu_list(worker)) == 1, tail(proc)
+            assert len(cpu_list(controller)) == 1, tail(proc)
+        else:
+            assert cpu_list(worker) == cpu_list(controller) == os.sched_getaffinity(0), tail(proc)
 
 
 # Records, in every process, each Jinja compile whose generated code reads a `probe_` variable.
