@@ -43,22 +43,20 @@ description:
     Mitogen's strategy mixin runs each node's modules in one persistent interpreter.
 """
 
-_OFF = ("0", "false", "no", "off")
 
-
-def pin_cpus(cpu_count: int, setting: str) -> bool:
-    """Whether to keep Mitogen's CPU pinning: as RDMA_LLM_CLUSTER_MITOGEN_PINNING says, else from 4 CPUs up."""
-    setting = setting.strip().lower()
-    if setting in _OFF:
+def _switch(name: str) -> bool | None:
+    """An RDMA_LLM_CLUSTER_* on/off variable: False for 0/false/no/off, True for 1/true/yes/on, else None."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("0", "false", "no", "off"):
         return False
-    if setting in ("1", "true", "yes", "on"):
+    if value in ("1", "true", "yes", "on"):
         return True
-    return cpu_count >= 4
+    return None
 
 
 def _mitogen_mixin():
     """Mitogen's strategy mixin, or None (not installed, or turned off); the reason goes to -v output."""
-    if os.environ.get("RDMA_LLM_CLUSTER_MITOGEN", "1").strip().lower() in _OFF:
+    if _switch("RDMA_LLM_CLUSTER_MITOGEN") is False:
         Display().vv("host_linear: Mitogen turned off by RDMA_LLM_CLUSTER_MITOGEN")
         return None
     try:
@@ -67,7 +65,8 @@ def _mitogen_mixin():
     except ImportError as exc:
         Display().vv(f"host_linear: Mitogen not available ({exc}); running the plain linear strategy")
         return None
-    if not pin_cpus(multiprocessing.cpu_count(), os.environ.get("RDMA_LLM_CLUSTER_MITOGEN_PINNING", "")):
+    pin = _switch("RDMA_LLM_CLUSTER_MITOGEN_PINNING")
+    if pin is False or (pin is None and multiprocessing.cpu_count() < 4):
         import ansible_mitogen.affinity
 
         ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()  # the base policy pins nothing
@@ -211,7 +210,7 @@ class TemplateCache:
 
 
 def _template_cache():
-    if os.environ.get("RDMA_LLM_CLUSTER_TEMPLATE_CACHE", "1").strip().lower() in _OFF:
+    if _switch("RDMA_LLM_CLUSTER_TEMPLATE_CACHE") is False:
         return None
     try:
         return TemplateCache()
