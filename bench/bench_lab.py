@@ -11,6 +11,7 @@ prints each size's time, its ratio to the smallest, the CPU seconds it cost the 
 and its ssh children) and the lab hosts (their containers' cgroups), a fit t = F + N*p over the sizes, and
 the tasks whose time grew most (from profile_tasks). --logs keeps each run's output. --reuse measures on the
 running lab when it has enough hosts and site.yml has run on it (skips the first run; the lab stays up).
+--rounds N repeats the no-change runs N times, interleaved, and reports each one's median and each round's ratio.
 
 Removes any running lab first and leaves none behind. The image must be built (`python -m lab image`);
 its one-off build time is reported separately. Prints one table; docs/lab.md records the results.
@@ -126,10 +127,15 @@ def tasks_per_node(text: str, node: str) -> int:
     return len(re.findall(rf"^(?:ok|changed|skipping): \[{re.escape(node)}\]", text, re.M))
 
 
-def scale(sizes: list[int], logs: Path, reuse: bool = False) -> int:
+def median(runs: list[Run]) -> Run:
+    """Each measure's median over the rounds (an even count: the upper of the two middle values)."""
+    return Run(*(sorted(getattr(r, f) for r in runs)[len(runs) // 2] for f in ("secs", "controller", "hosts")))
+
+
+def scale(sizes: list[int], logs: Path, reuse: bool = False, rounds: int = 1) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     big, small_n = max(sizes), min(sizes)
-    rows, profiles, runs = [], {}, {mode: {} for mode in STRATEGIES}
+    rows, profiles, all_runs = [], {}, {mode: {n: [] for n in sizes} for mode in STRATEGIES}
     running = {c["Names"][0] for c in cluster.containers() if c["State"] == "running"} if reuse else set()
     reuse = reuse and all(cluster.Node(i).name in running for i in range(1, big + 1))
     try:
@@ -137,18 +143,24 @@ def scale(sizes: list[int], logs: Path, reuse: bool = False) -> int:
             cluster.down()
             cluster.up(big)
             rows.append((f"site.yml first run, {big} hosts", site(log=logs / f"first-{big}.log")))
-        for n in sorted(sizes):
-            hosts = ",".join(cluster.Node(i).name for i in range(1, n + 1))
-            for mode, env in STRATEGIES.items():
-                log = logs / f"second-{n}-{mode}.log"
-                runs[mode][n] = site("--limit", f"{hosts},switches", log=log, unchanged=True, mode=env)
-                rows.append((f"site.yml second run (changed=0), {n} hosts, {mode}", runs[mode][n]))
-                if mode == "mitogen":
-                    profiles[n] = task_times(log.read_text())
-        per_node = tasks_per_node((logs / f"second-{small_n}-mitogen.log").read_text(), cluster.Node(2).name)
+        # Rounds interleave every size and mode, so a slow spell of a shared machine hits all of them alike.
+        for r in range(1, rounds + 1):
+            for n in sorted(sizes):
+                hosts = ",".join(cluster.Node(i).name for i in range(1, n + 1))
+                for mode, env in STRATEGIES.items():
+                    log = logs / f"second-{n}-{mode}-{r}.log"
+                    all_runs[mode][n].append(site("--limit", f"{hosts},switches", log=log, unchanged=True, mode=env))
+                    if mode == "mitogen" and r == 1:
+                        profiles[n] = task_times(log.read_text())
+        per_node = tasks_per_node((logs / f"second-{small_n}-mitogen-1.log").read_text(), cluster.Node(2).name)
     finally:
         if not reuse:
             cluster.down()
+    runs = {mode: {n: median(rs) for n, rs in by_n.items()} for mode, by_n in all_runs.items()}
+    label = f"median of {rounds}" if rounds > 1 else "changed=0"
+    for n in sorted(sizes):
+        for mode in STRATEGIES:
+            rows.append((f"site.yml second run ({label}), {n} hosts, {mode}", runs[mode][n]))
     width = max(len(r[0]) for r in rows)
     print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     print(f"{'step'.ljust(width)}  seconds  vs {small_n} hosts  CPU s: controller  lab hosts")
@@ -157,6 +169,10 @@ def scale(sizes: list[int], logs: Path, reuse: bool = False) -> int:
         ratio = f"{run.secs / runs[mode][small_n].secs:5.2f}x" if mode in runs else " " * 6
         print(f"{name.ljust(width)}  {run.secs:7.1f}  {ratio}          {run.controller:9.1f}  {run.hosts:9.1f}")
     print(f"\ntask results per node in a no-change run (lab-node2): {per_node}")
+    if rounds > 1:
+        for mode, by_n in all_runs.items():
+            each = [f"{b.secs / s.secs:.2f}" for b, s in zip(by_n[big], by_n[small_n], strict=True)]
+            print(f"{big} / {small_n} hosts, {mode}, each round: {', '.join(each)}x")
     for other in ("pinned", "linear"):
         print(
             f"mitogen / {other} wall clock: "
@@ -183,9 +199,10 @@ def main() -> int:
     ap.add_argument("--scale", type=int, nargs="+", metavar="N")
     ap.add_argument("--logs", type=Path, default=ROOT / "artifacts" / "bench_lab")
     ap.add_argument("--reuse", action="store_true", help="--scale on the running lab, if it has the hosts")
+    ap.add_argument("--rounds", type=int, default=1, help="--scale: interleaved rounds; medians are reported")
     args = ap.parse_args()
     if args.scale:
-        return scale(args.scale, args.logs, args.reuse)
+        return scale(args.scale, args.logs, args.reuse, args.rounds)
     rows = [("image (cached after the first build)", timed(ensure_image, lambda *_: None))]
     try:
         for n in (2, 8):

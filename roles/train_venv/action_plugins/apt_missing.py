@@ -1,0 +1,1 @@
+../../common/action_plugins/apt_missing.py
