@@ -523,6 +523,48 @@ def test_unreachable_host_keep_going_rungs_say_what_they_left_out() -> None:
     assert cv.note_left_out(by["inventory"], {}) is by["inventory"]
 
 
+GONE = (
+    'Task failed: Data could not be sent to remote host "10.77.0.13". Make sure this host can be reached over ssh: '
+    "ssh: connect to host 10.77.0.13 port 22: No route to host"
+)
+
+
+@pytest.mark.parametrize(
+    ("results", "want"),
+    [
+        ([], {}),
+        # record.yml's delegated ping, one item per node that left the play during the rung
+        ([{"item": "n3", "unreachable": True, "msg": GONE}],
+         {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}),
+        # it answers now: it left on a failed task, and is named all the same
+        ([{"item": "n2", "ping": "pong"}, {"item": "n3", "failed": True}],
+         {"n2": "a task failed on it; it answers over SSH", "n3": "unreachable over SSH: no answer"}),
+    ],
+)  # fmt: skip
+def test_lost_hosts_says_why_each_node_left(results: list[dict], want: dict) -> None:
+    assert cv.lost_hosts(results) == want
+
+
+def test_a_node_lost_mid_rung_fails_the_rung_and_is_left_out_after() -> None:
+    """n3 answered at `inventory` and stopped answering in `tcp_bw`: that rung fails naming it first (whatever it
+    measured on n1 and n2), and the rungs after it say they left it out since then."""
+    why = {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    measured = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), {"n1": None, "n2": None}, name="tcp_bw")
+    rung = cv.mark_lost(measured, why)
+    assert measured["status"] == "pass" and rung["status"] == "fail", (measured, rung)
+    assert rung["lost"] == ["n3"] and rung["bad_hosts"] == ["n3"], rung
+    assert rung["reason"].startswith(f"n3: left the play during this rung ({why['n3']})"), rung
+    assert cv.mark_lost(measured, {}) is measured
+    after = cv.note_left_out(cv.make_rung("allreduce", "pass"), {"n4": "refused", **why}, {"n3": "tcp_bw"})
+    assert after["left_out"] == ["n3", "n4"], after
+    assert (
+        after["reason"]
+        == "left out n4 (unreachable over SSH, see inventory); left out n3 (left the play during tcp_bw)"
+    )
+    v = cv.verdict([rung, after], ["n1", "n2", "n3", "n4"], left_out={"n4": "refused", **why})
+    assert v["first_failure"] == "tcp_bw" and v["bad_hosts"] == ["n3"] and v["left_out"]["n3"] == why["n3"], v
+
+
 def test_report_names_the_left_out_host(tmp_path: Path) -> None:
     report = _load("validate_report", ROLE / "files" / "validate_report.py")
     (tmp_path / "verdict.json").write_text(json.dumps(_unreachable_ladder(keep_going=False)))

@@ -1136,12 +1136,55 @@ def unreachable_hosts(results):
     return out
 
 
-def note_left_out(rung, left_out):
-    """A rung run without the unreachable hosts says which it left out (its status is about the others)."""
+def lost_hosts(results):
+    """The looped, delegated ping record.yml sends to each node that left the play during a rung -> {host: why}.
+
+    Ansible drops a node that stops answering over SSH from the play: the rung it happened in never sees its
+    results. A node that answers the ping left the play on a failed task instead (a probe's bug, not the
+    node's); it is named all the same, never silently left out.
+    """
+    out = {}
+    for res in results or []:
+        host = (res or {}).get("item")
+        if not host:
+            continue
+        if res.get("ping") == "pong" and not res.get("unreachable") and not res.get("failed"):
+            out[host] = "a task failed on it; it answers over SSH"
+        else:
+            out[host] = "unreachable over SSH: " + unreachable_reason(res.get("msg") or "no answer")
+    return out
+
+
+def mark_lost(rung, lost):
+    """A rung during which nodes left the play fails and names them first, whatever it measured on the rest."""
+    if not lost:
+        return rung
+    names = sorted(lost)
+    why = "; ".join(f"{h}: left the play during this rung ({lost[h]})" for h in names)
+    return dict(
+        rung,
+        status="fail",
+        lost=names,
+        bad_hosts=sorted(set(rung.get("bad_hosts") or []) | set(names)),
+        reason=f"{why}; {rung['reason']}" if rung.get("reason") else why,
+    )
+
+
+def note_left_out(rung, left_out, lost_at=None):
+    """A rung run without the unreachable hosts says which it left out (its status is about the others).
+
+    lost_at: {host: rung} of the hosts that left the play during an earlier rung (mark_lost); the others did
+    not answer at rung `inventory`.
+    """
     if not left_out:
         return rung
-    names = sorted(left_out)
-    note = f"left out {', '.join(names)} (unreachable over SSH, see inventory)"
+    names, lost_at = sorted(left_out), lost_at or {}
+    notes = [f"left out {', '.join(h for h in names if h not in lost_at)} (unreachable over SSH, see inventory)"]
+    notes = notes if any(h not in lost_at for h in names) else []
+    for where in sorted({lost_at[h] for h in names if h in lost_at}):
+        gone = ", ".join(h for h in names if lost_at.get(h) == where)
+        notes.append(f"left out {gone} (left the play during {where})")
+    note = "; ".join(notes)
     return dict(rung, left_out=names, reason=f"{rung['reason']}; {note}" if rung.get("reason") else note)
 
 
@@ -1206,4 +1249,6 @@ class FilterModule:
             "cluster_validate_reach_result": reach_result,
             "cluster_validate_unreachable": unreachable_hosts,
             "cluster_validate_left_out": note_left_out,
+            "cluster_validate_lost_hosts": lost_hosts,
+            "cluster_validate_mark_lost": mark_lost,
         }
