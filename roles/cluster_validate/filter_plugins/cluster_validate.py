@@ -990,7 +990,8 @@ def bandwidth_matrix(hosts, pairs):
 def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=False, left_out=None):
     """The ladder's verdict: overall status, the first failing rung, the hosts and pairs to blame.
 
-    left_out: {host: why} of the hosts the rungs after `inventory` did not run on (unreachable over SSH).
+    left_out: {host: why} of the hosts the rungs after `inventory` did not run on (unreachable over SSH), or
+    after the rung they left the play in (mark_lost).
     """
     first_fail = next((r["name"] for r in rungs if r["status"] == "fail"), None)
     bad_pairs = sorted({tuple(p) for r in rungs for p in r.get("bad_pairs") or []})
@@ -1179,8 +1180,8 @@ def note_left_out(rung, left_out, lost_at=None):
     if not left_out:
         return rung
     names, lost_at = sorted(left_out), lost_at or {}
-    notes = [f"left out {', '.join(h for h in names if h not in lost_at)} (unreachable over SSH, see inventory)"]
-    notes = notes if any(h not in lost_at for h in names) else []
+    at_start = [h for h in names if h not in lost_at]
+    notes = [f"left out {', '.join(at_start)} (unreachable over SSH, see inventory)"] if at_start else []
     for where in sorted({lost_at[h] for h in names if h in lost_at}):
         gone = ", ".join(h for h in names if lost_at.get(h) == where)
         notes.append(f"left out {gone} (left the play during {where})")
