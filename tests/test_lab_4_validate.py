@@ -207,23 +207,37 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
 
 
+def start_again(victim: str) -> None:
+    """A stopped lab host started again, back with SSH and its fabric address (netplan's config at boot) for
+    whatever runs next."""
+    node = cluster.Node(int(victim.removeprefix("lab-node")))
+    podman.run("start", victim)
+    cluster.wait_ssh(node, time.monotonic() + 120)
+    address, deadline, shown = node.fabric_cidr.split("/")[0], time.monotonic() + 30, ""
+    while address not in shown and time.monotonic() < deadline:
+        time.sleep(1)
+        shown = ssh(victim, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
+    assert address in shown, f"{victim} came back without its fabric address: {shown}"
+
+
 @pytest.fixture
 def stopped(lab3):
-    """lab-node3's container stopped as tests/test_lab_4_faults.py stops a node; started again afterwards, back
-    with SSH and its fabric address (netplan's config at boot) for whatever runs next."""
+    """lab-node3's container stopped as tests/test_lab_4_faults.py stops a node; started again afterwards."""
     victim = lab3[-1]
-    node = cluster.Node(int(victim.removeprefix("lab-node")))
     podman.run("stop", "-t", "2", victim)
     try:
         yield victim
     finally:
-        podman.run("start", victim)
-        cluster.wait_ssh(node, time.monotonic() + 120)
-        address, deadline, shown = node.fabric_cidr.split("/")[0], time.monotonic() + 30, ""
-        while address not in shown and time.monotonic() < deadline:
-            time.sleep(1)
-            shown = ssh(victim, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
-        assert address in shown, f"{victim} came back without its fabric address: {shown}"
+        start_again(victim)
+
+
+@pytest.fixture
+def to_stop(lab3):
+    """lab-node3, for a test that stops it itself; started again afterwards."""
+    try:
+        yield lab3[-1]
+    finally:
+        start_again(lab3[-1])
 
 
 def test_validate_names_the_unreachable_host(lab3, stopped) -> None:
@@ -252,3 +266,45 @@ def test_validate_names_the_unreachable_host(lab3, stopped) -> None:
     assert f"verdict: FAIL at inventory; bad host(s): {stopped}" in flat
     assert f"Bad host(s): {stopped};" in (folder / "report.md").read_text()
     assert took < 120, f"validate.yml took {took:.0f} s to name the stopped host"
+
+
+def test_validate_names_the_node_lost_mid_ladder(lab3, to_stop) -> None:
+    """A node stopped once the ladder reached the pair tests: the rung it was in fails naming it and why, first;
+    the later rungs skip; the verdict is written. Exit code 4 (Ansible's, for an unreachable host)."""
+    before, victim = existing(), to_stop
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(ROOT / "inventory" / "lab")]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [*cmd, "playbooks/validate.yml", *SHORT],
+        cwd=ROOT,
+        env=tool_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out, stopped_at = [], None
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if "pairs | Plan the rounds" in line and stopped_at is None:
+                podman.run("stop", "-t", "2", victim)
+                stopped_at = time.monotonic() - t0
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    took = time.monotonic() - t0
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "")
+    print(f"validate.yml with {victim} stopped at {stopped_at} s (the pair tests): {took:.1f} s, rc {proc.returncode}")
+    assert stopped_at is not None and proc.returncode == 4, tail(done)
+    _, verdict = latest_verdict(before, done)
+    by = rungs(verdict)
+    assert [by[n]["status"] for n in ("inventory", "reachability", "node_health", "path_mtu")] == ["pass"] * 4, by
+    failed = by[verdict["first_failure"]]
+    assert verdict["first_failure"] in ("rdma_bw", "rdma_lat", "tcp_bw"), verdict["rungs"]
+    assert failed["lost"] == [victim] and verdict["bad_hosts"] == [victim], (failed, verdict["bad_hosts"])
+    assert failed["reason"].startswith(f"{victim}: left the play during this rung (unreachable over SSH: "), failed
+    assert verdict["left_out"][victim].startswith("unreachable over SSH: "), verdict["left_out"]
+    assert verdict["stopped_early"] and all(r["status"] == "skip" for r in verdict["rungs"] if "at" not in r)
+    assert f"verdict: FAIL at {verdict['first_failure']}; bad host(s): {victim}" in " ".join(done.stdout.split())
+    assert took < 150, f"validate.yml took {took:.0f} s to name the node lost mid-ladder"
