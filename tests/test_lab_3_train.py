@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab import cluster
-from tests.conftest import ROOT, play_recap, tail, tool_env
+from tests.conftest import ROOT, play_recap, playbook, tail, tool_env
 
 pytestmark = pytest.mark.lab
 
@@ -72,17 +72,19 @@ def check_artifacts(run_id: str, hosts: list[str]) -> dict:
     return manifest
 
 
-def wait_for_step(play: subprocess.Popen, hosts: list[str], run_id: str, step: int) -> str:
-    """The host of rank 1 once it has trained past `step` (a checkpoint lies behind it)."""
+def wait_for_step(play: subprocess.Popen | None, hosts: list[str], run_id: str, step: int) -> str:
+    """The host of rank 1 once it has trained past `step` (a checkpoint lies behind it); play: the launch's
+    playbook while it watches the job (None: a detached job)."""
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and play.poll() is None:
+    while time.monotonic() < deadline and (play is None or play.poll() is None):
         time.sleep(1)
         for host in hosts:
             out = ssh(host, "cat", f"/var/lib/rdma-llm/runs/{run_id}/out/metrics.jsonl").stdout.splitlines()
             steps = [json.loads(x)["step"] for x in out if '"rank": 1' in x and '"kind": "train"' in x]
             if steps and max(steps) >= step:
                 return host
-    raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if play.poll() is not None else ''}")
+    ended = play is not None and play.poll() is not None
+    raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if ended else ''}")
 
 
 def no_training_processes(hosts: list[str]) -> None:
@@ -195,3 +197,42 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         r["status"] == "completed" and r["start_step"] >= 10 and r["final_step"] == KILL_STEPS for r in results
     ), results
     no_training_processes(hosts)
+
+
+def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
+    """-e detach=true ends the play once the units run; train_status.yml sees them running, train_stop.yml stops
+    them (SIGTERM: the job checkpoints), train_collect.yml fetches every host's logs and records the outcome:
+    stopped, not failed."""
+    hosts, run_id = lab_cluster["hosts"], f"e2e-detach-{int(time.time())}"
+    unit = f"train-{run_id}"
+    args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=5000", "-e", f"run_id={run_id}"]
+    proc = train(*args, "-e", "detach=true", *payload(KILL))
+    try:
+        assert proc.returncode == 0, tail(proc)
+        assert f"run {run_id} started as unit {unit} on {', '.join(hosts)}" in " ".join(proc.stdout.split())
+        wait_for_step(None, hosts, run_id, 15)
+        status = playbook("playbooks/train_status.yml", "-e", f"run_id={run_id}", timeout=300)
+        assert status.returncode == 0, tail(status)
+        flat = " ".join(status.stdout.split())
+        assert f"run {run_id}: running" in flat and ", ".join(f"{h}: running" for h in hosts) in flat, tail(status)
+        stop = playbook("playbooks/train_stop.yml", "-e", f"run_id={run_id}", timeout=300)
+        assert stop.returncode == 0, tail(stop)
+        assert f"run {run_id} stopped on {', '.join(hosts)}" in " ".join(stop.stdout.split()), tail(stop)
+    finally:
+        for host in hosts:  # whatever failed above, no job is left running for the tests after this one
+            ssh(host, "systemctl", "stop", unit)
+    no_training_processes(hosts)
+    ckpts = ssh(hosts[0], "ls", f"/var/lib/rdma-llm/runs/{run_id}/out/checkpoints").stdout.split()
+    assert any(c.startswith("step_") for c in ckpts), ckpts
+    collect = playbook("playbooks/train_collect.yml", "-e", f"run_id={run_id}", timeout=600)
+    assert collect.returncode == 0, tail(collect)
+    manifest = check_artifacts(run_id, hosts)
+    # torchrun ends with exit code 1 on the SIGTERM: the stop request recorded by train_stop.yml makes that a stop.
+    assert manifest["outcome"] == "stopped", manifest
+    assert manifest["message"].startswith("stopped by train_stop.yml at "), manifest
+    assert f"run {run_id}: stopped (stopped by train_stop.yml" in " ".join(collect.stdout.split()), tail(collect)
+    for host in hosts:
+        assert unit in (ARTIFACTS / run_id / host / "logs" / "unit.log").read_text(), f"no journal from {host}"
+    records = map(json.loads, (ARTIFACTS / run_id / hosts[0] / "out" / "metrics.jsonl").open())
+    steps = [r["step"] for r in records if r.get("kind") == "train"]
+    assert steps and max(steps) >= 15, steps

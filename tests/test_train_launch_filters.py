@@ -311,6 +311,34 @@ def test_job_outcome_with_min_nodes(jobs, min_nodes, outcome, message, lost) -> 
     assert got["message"].startswith(message), got
 
 
+def _ended(at: float, started: float = 900.0, active: str = "failed") -> dict:
+    """A unit torchrun left with exit code 1 at `at` (a SIGTERM from systemctl stop ends it that way)."""
+    props = unit(active, active, "exit-code", "1", "1") | {"ExecMainStartTimestamp": f"@{started}"}
+    return {"state": "failed" if active == "failed" else "stopped", "ended": at, "unit": props}
+
+
+@pytest.mark.parametrize(
+    ("jobs", "outcome", "message"),
+    [
+        # both units ran when train_stop.yml asked (t=1000) and ended after: stopped, not failed
+        ({"n1": _ended(1002.0), "n2": _ended(1003.0, active="inactive")}, "stopped",
+         "stopped by train_stop.yml at 1970-01-01 00:16:40 UTC on n1, n2 (SIGTERM: each rank saved a checkpoint"),
+        # a unit systemd dropped after the stop; the other had completed before it
+        ({"n1": {"state": "missing", "ended": None}, "n2": DONE}, "stopped", "stopped by train_stop.yml at"),
+        # n1 failed on its own before the request: a failure, whatever the stop did to n2 after
+        ({"n1": _ended(990.0), "n2": _ended(1002.0)}, "failed", "job failed on n1: torchrun exit code 1"),
+        # a unit of a later launch (a resume started after the request) that failed is a failure
+        ({"n1": _ended(1200.0, started=1100.0)}, "failed", "job failed on n1"),
+        # still running: the stop has not reached it yet
+        ({"n1": RUNNING, "n2": _ended(1002.0)}, "failed", "job failed on n2"),
+    ],
+)  # fmt: skip
+def test_job_outcome_after_a_stop_request(jobs, outcome, message) -> None:
+    got = F.job_outcome(jobs, False, sorted(jobs), 0, 1000.0)
+    assert got["outcome"] == outcome and got["message"].startswith(message), got
+    assert F.job_outcome(jobs, False, sorted(jobs), 0)["outcome"] != "stopped"
+
+
 @pytest.mark.parametrize(
     ("elapsed", "metrics", "expected"),
     [

@@ -377,8 +377,27 @@ def peers_end_watch(records: dict[str, dict[str, Any]], host: str, nodes: list[s
     return bool(_losses(peers, nodes, int(min_nodes or 0))[1])
 
 
+def stopped_by_request(job: dict[str, Any], stop_at: float | None) -> bool:
+    """The unit ran when train_stop.yml asked it to stop (at epoch `stop_at`) and ended then: not a failure.
+
+    A unit that ended before the request failed on its own; one started after it belongs to a later launch (a
+    resume). A unit gone (`missing`) after a request was stopped cleanly (systemd drops an inactive transient unit).
+    """
+    if not stop_at or job.get("state") not in ("failed", "stopped", "missing"):
+        return False
+    if job.get("state") == "missing":
+        return True
+    started = systemd_time((job.get("unit") or {}).get("ExecMainStartTimestamp", ""))
+    ended = job.get("ended")
+    return (started is None or started <= stop_at) and (ended is None or ended >= stop_at - 1)
+
+
 def job_outcome(
-    jobs: dict[str, dict[str, Any]], deadline_passed: bool = False, nodes: list[str] | None = None, min_nodes: int = 0
+    jobs: dict[str, dict[str, Any]],
+    deadline_passed: bool = False,
+    nodes: list[str] | None = None,
+    min_nodes: int = 0,
+    stop_at: float | None = None,
 ) -> dict[str, Any]:
     """Outcome of the job from each host's watch result (unit status as systemd reports it).
 
@@ -388,6 +407,17 @@ def job_outcome(
     With `min_nodes` below the node count (`nodes`, in rank order), hosts lost for good do not fail a job that
     can go on without them: the survivors decide it, and `lost` lists each lost host, when and why."""
     nodes = list(nodes or jobs)
+    stop_at = float(stop_at) if stop_at else None
+    stopped = sorted(h for h, j in jobs.items() if stopped_by_request(j, stop_at))
+    if stopped and all(h in stopped or j.get("state") == "completed" for h, j in jobs.items()):
+        when = datetime.fromtimestamp(stop_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return {
+            "outcome": "stopped",
+            "message": f"stopped by train_stop.yml at {when} on {', '.join(stopped)} (SIGTERM: each rank saved a "
+            "checkpoint if it could; continue with -e resume=true)",
+            "first_failed": None,
+            "lost": [],
+        }
     lost, blocked = _losses(jobs, nodes, int(min_nodes or 0))
     if lost and not blocked:
         gone = [
