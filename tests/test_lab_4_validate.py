@@ -94,10 +94,9 @@ def throttled(lab3):
         subprocess.run(["tc", "qdisc", "del", "dev", outer, "root"], check=False)
 
 
-def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedProcess:
-    """validate.yml; once the switch counters were read before the stress rungs, the lab switch's counters move
-    (its counters file, re-read at every show) as the pair tests' traffic would move them on a real Nexus."""
-    counters_file = cluster.SWITCH_DIR / "counters.json"
+def validate_streamed(*args: str, at_pairs=None) -> subprocess.CompletedProcess:
+    """validate.yml with its output read as it comes; `at_pairs()` runs once, when the ladder reaches the pair
+    tests (the task that plans their rounds)."""
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(ROOT / "inventory" / "lab")]
     proc = subprocess.Popen(
         [*cmd, "playbooks/validate.yml", *args],
@@ -110,21 +109,35 @@ def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedPro
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
     reader.start()
-    out = []
+    out, acted = [], at_pairs is None
     try:
         for line in proc.stdout:
             out.append(line)
-            if "pairs | Plan the rounds" in line and not counters_file.exists():
-                tmp = counters_file.with_suffix(".tmp")
-                tmp.write_text(json.dumps(counters))
-                os.replace(tmp, counters_file)
+            if not acted and "pairs | Plan the rounds" in line:
+                at_pairs()
+                acted = True
         proc.wait(timeout=900)
     finally:
         if proc.poll() is None:
             proc.kill()
-        counters_file.unlink(missing_ok=True)
     reader.join(timeout=10)
     return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "".join(err))
+
+
+def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedProcess:
+    """validate.yml; once the switch counters were read before the stress rungs, the lab switch's counters move
+    (its counters file, re-read at every show) as the pair tests' traffic would move them on a real Nexus."""
+    counters_file = cluster.SWITCH_DIR / "counters.json"
+
+    def move() -> None:
+        tmp = counters_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(counters))
+        os.replace(tmp, counters_file)
+
+    try:
+        return validate_streamed(*args, at_pairs=move)
+    finally:
+        counters_file.unlink(missing_ok=True)
 
 
 def test_validate_healthy_lab_passes(lab3, corpus) -> None:
@@ -272,31 +285,16 @@ def test_validate_names_the_node_lost_mid_ladder(lab3, to_stop) -> None:
     """A node stopped once the ladder reached the pair tests: the rung it was in fails naming it and why, first;
     the later rungs skip; the verdict is written. Exit code 4 (Ansible's, for an unreachable host)."""
     before, victim = existing(), to_stop
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(ROOT / "inventory" / "lab")]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [*cmd, "playbooks/validate.yml", *SHORT],
-        cwd=ROOT,
-        env=tool_env(),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    out, stopped_at = [], None
-    try:
-        for line in proc.stdout:
-            out.append(line)
-            if "pairs | Plan the rounds" in line and stopped_at is None:
-                podman.run("stop", "-t", "2", victim)
-                stopped_at = time.monotonic() - t0
-        proc.wait(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    took = time.monotonic() - t0
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "")
-    print(f"validate.yml with {victim} stopped at {stopped_at} s (the pair tests): {took:.1f} s, rc {proc.returncode}")
-    assert stopped_at is not None and proc.returncode == 4, tail(done)
+    t0, stopped = time.monotonic(), []
+
+    def stop() -> None:
+        podman.run("stop", "-t", "2", victim)
+        stopped.append(time.monotonic() - t0)
+
+    done = validate_streamed(*SHORT, at_pairs=stop)
+    took, stopped_at = time.monotonic() - t0, (stopped or [None])[0]
+    print(f"validate.yml with {victim} stopped at {stopped_at} s (the pair tests): {took:.1f} s, rc {done.returncode}")
+    assert stopped_at is not None and done.returncode == 4, tail(done)
     _, verdict = latest_verdict(before, done)
     by = rungs(verdict)
     assert [by[n]["status"] for n in ("inventory", "reachability", "node_health", "path_mtu")] == ["pass"] * 4, by
