@@ -339,6 +339,14 @@ def test_job_outcome_after_a_stop_request(jobs, outcome, message) -> None:
     assert F.job_outcome(jobs, False, sorted(jobs), 0)["outcome"] != "stopped"
 
 
+def test_a_stop_request_covers_only_the_hosts_it_stopped() -> None:
+    """train_stop.yml -e train_hosts=n2 stopped n2 only: n1's unit, which failed after the request, failed."""
+    jobs = {"n1": _ended(1002.0), "n2": _ended(1003.0)}
+    got = F.job_outcome(jobs, False, ["n1", "n2"], 0, 1000.0, ["n2"])
+    assert got["outcome"] == "failed" and got["message"].startswith("job failed on n1"), got
+    assert F.job_outcome(jobs, False, ["n1", "n2"], 0, 1000.0, ["n1", "n2"])["outcome"] == "stopped"
+
+
 @pytest.mark.parametrize(
     ("elapsed", "metrics", "expected"),
     [

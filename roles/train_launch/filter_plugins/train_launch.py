@@ -398,6 +398,7 @@ def job_outcome(
     nodes: list[str] | None = None,
     min_nodes: int = 0,
     stop_at: float | None = None,
+    stopped_hosts: list[str] | None = None,
 ) -> dict[str, Any]:
     """Outcome of the job from each host's watch result (unit status as systemd reports it).
 
@@ -408,7 +409,9 @@ def job_outcome(
     can go on without them: the survivors decide it, and `lost` lists each lost host, when and why."""
     nodes = list(nodes or jobs)
     stop_at = float(stop_at) if stop_at else None
-    stopped = sorted(h for h, j in jobs.items() if stopped_by_request(j, stop_at))
+    # train_stop.yml names the hosts it stopped (a subset with train_hosts); None: every host.
+    asked = set(jobs if stopped_hosts is None else stopped_hosts)
+    stopped = sorted(h for h, j in jobs.items() if h in asked and stopped_by_request(j, stop_at))
     if stopped and all(h in stopped or j.get("state") == "completed" for h, j in jobs.items()):
         when = datetime.fromtimestamp(stop_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         return {
