@@ -220,7 +220,7 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
 
 
-def start_again(victim: str) -> None:
+def start_again(victim: str, peers: list[str]) -> None:
     """A stopped lab host started again, back with SSH and its fabric address (netplan's config at boot) for
     whatever runs next."""
     node = cluster.Node(int(victim.removeprefix("lab-node")))
@@ -231,6 +231,13 @@ def start_again(victim: str) -> None:
         time.sleep(1)
         shown = ssh(victim, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
     assert address in shown, f"{victim} came back without its fabric address: {shown}"
+    # The rung after a restart pings it three times: the first packets to a fresh link can still be lost (a peer's
+    # neighbour entry is stale), so wait until every peer gets every reply.
+    for peer in peers:
+        deadline, pinged = time.monotonic() + 30, ""
+        while " 3 received" not in pinged and time.monotonic() < deadline:
+            pinged = ssh(peer, "ping", "-c", "3", "-i", "0.2", "-W", "1", address).stdout
+        assert " 3 received" in pinged, f"{peer} does not reach {victim} at {address} over the fabric: {pinged}"
 
 
 @pytest.fixture
@@ -241,7 +248,7 @@ def stopped(lab3):
     try:
         yield victim
     finally:
-        start_again(victim)
+        start_again(victim, lab3[:-1])
 
 
 @pytest.fixture
@@ -250,7 +257,7 @@ def to_stop(lab3):
     try:
         yield lab3[-1]
     finally:
-        start_again(lab3[-1])
+        start_again(lab3[-1], lab3[:-1])
 
 
 def test_validate_names_the_unreachable_host(lab3, stopped) -> None:
