@@ -441,6 +441,18 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         ["n1: rdma_modules_list [1] must be a module name (a-z, 0-9, '_', '-') (got 'mlx5_ib; reboot')"],
     ),
     (
+        "gpudirect-mode-word",
+        setv("n1", "rdma_modules_gpudirect", "always"),
+        ["n1: rdma_modules_gpudirect must be true, false or auto (got 'always')"],
+    ),
+    (
+        "gpudirect-module-injection",
+        setv("n1", "rdma_modules_gpudirect_list", ["nvidia_peermem\nreboot"]),
+        [
+            "n1: rdma_modules_gpudirect_list [0] must be a module name (a-z, 0-9, '_', '-') (got 'nvidia_peermem\\nreboot')"
+        ],
+    ),
+    (
         "netplan-file-outside",
         setv("n1", "rdma_netplan_file", "/etc/fabric.yaml"),
         ["n1: rdma_netplan_file must be a .yaml file directly in /etc/netplan (got '/etc/fabric.yaml')"],

@@ -113,6 +113,18 @@ def boolean() -> Check:
     return check
 
 
+def boolean_or(*options: str) -> Check:
+    """true or false, or one of the words `options` (rdma_modules_gpudirect: auto)."""
+    flag = boolean()
+
+    def check(value: Any) -> str | None:
+        if value in options or flag(value) is None:
+            return None
+        return f"must be true, false or {' or '.join(options)} (got {value!r})"
+
+    return check
+
+
 def choice(*options: str) -> Check:
     def check(value: Any) -> str | None:
         return None if value in options else f"must be one of {', '.join(options)} (got {value!r})"
@@ -245,6 +257,8 @@ VARIABLES: tuple[Var, ...] = (
         ),
     ),
     Var("rdma_modules_load", NODES, boolean()),
+    Var("rdma_modules_gpudirect", NODES, boolean_or("auto")),
+    Var("rdma_modules_gpudirect_list", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"))),
     # rdma_stack
     Var("rdma_stack_packages", NODES, list_of(text(r"^[a-z0-9][a-z0-9.+-]+$", "a Debian package name"))),
     Var("rdma_stack_apt_cache_valid_time", NODES, integer(0)),
