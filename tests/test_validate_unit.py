@@ -675,3 +675,151 @@ def test_pair_probe_commands() -> None:
     assert probe.command(bw) == ["ib_write_bw", "-d", "mlx5_0", "-p", "1", "-F", "-x", "3", "-D", "5", "10.0.0.2"]
     lat = args(["pair", "server", "--tool", "ib_write_lat", "--port", "1", "--device", "mlx5_0"])
     assert probe.command(lat) == ["ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-n", "1000"]
+
+
+# ------------------------------------------------------------------------------------ NCCL's transport
+
+
+def _nccl(name: str) -> list[str]:
+    return fixture(name).splitlines()
+
+
+def test_parse_nccl_log_roce_with_gpudirect() -> None:
+    p = cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    assert p["version"] == "2.27.5+cuda12.9" and p["network"] == "IB" and p["devices"] == ["mlx5_0:1/RoCE"]
+    assert p["gdr_hca"] == {"mlx5_0": "enabled (nvidia-peermem)"}
+    assert p["gdr_gpu"] == [("enabled", "distance 4 <= 5")]
+    assert (p["channels"], p["gdr_channels"], p["socket_channels"], p["no_device"]) == (4, 4, 0, False)
+
+
+def test_parse_nccl_log_fallbacks() -> None:
+    staged = cv.parse_nccl_log(_nccl("nccl_roce_no_gdr.txt"))
+    assert staged["gdr_hca"] == {"mlx5_0": "disabled"} and (staged["channels"], staged["gdr_channels"]) == (4, 0)
+    sock = cv.parse_nccl_log(_nccl("nccl_socket.txt"))
+    assert sock["network"] == "Socket" and sock["no_device"] and sock["socket_channels"] == 2
+    pxn = cv.parse_nccl_log(_nccl("nccl_ib_pxn_dmabuf.txt"))
+    assert pxn["devices"] == ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_2:1/IB", "mlx5_3:1/IB"]
+    assert pxn["gdr_hca"]["mlx5_3"] == "enabled (DMABUF)" and (pxn["channels"], pxn["gdr_channels"]) == (2, 2)
+    assert cv.parse_nccl_log([]) == cv.parse_nccl_log(None) and cv.parse_nccl_log([])["network"] is None
+
+
+GPU_NODE = {"devices": ["mlx5_0"], "gpus": 8}
+RESULTS = [{"bytes": 1 << 25, "algbw_gbps": 150.0, "busbw_gbps": 150.0, "correct": True}]
+
+
+def _nccl_outputs(log1: str, log2: str) -> dict:
+    return {
+        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "nccl", "results": RESULTS, "nccl_log": _nccl(log1)},
+        "n2": {"ok": True, "rank": 1, "world": 2, "backend": "nccl", "nccl_log": _nccl(log2)},
+    }
+
+
+def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
+    speeds = {"n1": 200.0, "n2": 200.0}
+    good = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_gdr.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
+    assert good["status"] == "pass", good["reason"]
+    assert good["reason"].endswith("NCCL 2.27.5+cuda12.9 over IB (mlx5_0:1/RoCE), GPUDirect RDMA on every node"), good[
+        "reason"
+    ]
+    assert good["transport"]["n1"]["gdr_channels"] == 4
+    # One node without a peer-memory module: staged through host memory, named, even above the threshold.
+    staged = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+                                   expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
+    assert staged["status"] == "fail" and staged["bad_hosts"] == ["n2"]
+    assert staged["reason"] == (
+        "n2: 4 of 4 network channel(s) staged through host memory (no GDRDMA); "
+        "GPU Direct RDMA disabled for HCA mlx5_0 (no peer-memory module: nvidia_peermem)"
+    )
+    # ... reported only with cluster_validate_gpudirect false.
+    told = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
+    assert told["status"] == "pass" and told["reason"].endswith("without GPUDirect RDMA on n2")
+    # The silent fall-back to TCP fails whatever the bandwidth.
+    sock = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
+    assert sock["status"] == "fail" and sock["bad_hosts"] == ["n2"]
+    assert "n2: NCCL fell back to TCP sockets, not RDMA (NET/IB found no device)" in sock["reason"]
+
+
+def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -> None:
+    no_rdma = {"devices": [], "gpus": 1}
+    out = _nccl_outputs("nccl_socket.txt", "nccl_socket.txt")
+    rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    assert rung["status"] == "pass" and "over Socket" in rung["reason"]
+    assert {c["status"] for c in rung["checks"]} == {"skip"}
+    for o in out.values():
+        o["nccl_log"] = []
+    quiet = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    assert quiet["status"] == "pass" and quiet["reason"].endswith("; NCCL's log does not show its transport")
+    assert {c["detail"] for c in quiet["checks"]} == {
+        "NCCL's log does not show its transport",
+        "NCCL's log does not show GPUDirect RDMA",
+    }
+    # A rank that failed still has its transport judged, and both are named.
+    out = _nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt")
+    out["n1"] = {
+        "ok": False,
+        "rank": 0,
+        "error": "DistBackendError: NCCL error",
+        "nccl_log": _nccl("nccl_roce_gdr.txt"),
+    }
+    dead = cv.evaluate_allreduce(out, {}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"] and "fell back to TCP" in dead["reason"]
+
+
+def test_nccl_args_follow_the_pair_tests_endpoint() -> None:
+    assert cv.nccl_args({"device": "mlx5_0", "port": 1, "gid_index": 3}) == [
+        "--env=NCCL_IB_HCA=mlx5_0:1", "--env=NCCL_IB_GID_INDEX=3"]  # fmt: skip
+    assert cv.nccl_args({"device": "mlx5_2", "port": 1, "gid_index": None}) == ["--env=NCCL_IB_HCA=mlx5_2:1"]
+    assert cv.nccl_args(None) == []
+
+
+def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
+    """The probe's NCCL settings (the QoS fact's, then the endpoint's) and the log lines it hands back."""
+    probe = _load("probe", ROLE / "files" / "probe.py")
+    fact = tmp_path / "rdma_qos.fact"
+    fact.write_text(json.dumps({"nccl_env": {"NCCL_IB_TC": 106}, "report": "x"}))
+    args = probe.parser().parse_args(
+        [
+            "allreduce",
+            "--rank=0",
+            "--world=2",
+            "--master=10.0.0.1",
+            "--port=1",
+            "--ifname=ens192",
+            f"--qos-fact={fact}",
+            "--env=NCCL_IB_HCA=mlx5_0:1",
+            "--env=NCCL_IB_GID_INDEX=3",
+        ]
+    )
+    assert probe.nccl_env(args) == {"NCCL_IB_TC": "106", "NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
+    args.qos_fact = str(tmp_path / "absent.fact")
+    assert probe.nccl_env(args) == {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
+    noise = ["ubunturdma1:1:1 [0] NCCL INFO cudaDriverVersion 12090", "ubunturdma1:1:1 [0] NCCL INFO comm 0x5 rank 0"]
+    (tmp_path / "nccl.ubunturdma1.41327").write_text("\n".join(noise + _nccl("nccl_roce_gdr.txt")) + "\n")
+    kept = probe.nccl_log(tmp_path)
+    assert cv.parse_nccl_log(kept) == cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    assert not any("cudaDriverVersion" in line for line in kept)
+
+
+def test_node_health_gpu_peer_memory(tmp_path: Path) -> None:
+    probe = _load("probe", ROLE / "files" / "probe.py")
+    assert probe.peermem(tmp_path) == {"module": None, "version": None}
+    (tmp_path / "sys/module/nvidia_peermem").mkdir(parents=True)
+    (tmp_path / "sys/module/nvidia_peermem/version").write_text("550.54.15\n")
+    assert probe.peermem(tmp_path) == {"module": "nvidia_peermem", "version": "550.54.15"}
+    old = tmp_path / "old"
+    (old / "sys/kernel/mm/memory_peers/nv_mem").mkdir(parents=True)
+    (old / "sys/kernel/mm/memory_peers/nv_mem/version").write_text("1.3-0\n")
+    assert probe.peermem(old) == {"module": "nv_peer_mem", "version": "1.3-0"}
+    want = dict(WANT, devices=["mlx5_0"], gpus=2)
+    node = _roce_probe()
+    node["gpus"] = {"count": 2, "driver": "NVRM version: 550.54.15"}
+    node["peermem"] = probe.peermem(tmp_path)
+    rung = cv.evaluate_node_health({"n1": node}, {"n1": want})
+    assert rung["status"] == "pass", rung["reason"]
+    assert {c["check"]: c["detail"] for c in rung["checks"]}["gpu peer memory"] == "nvidia_peermem 550.54.15"
+    node["peermem"] = {"module": None, "version": None}
+    rung = cv.evaluate_node_health({"n1": node}, {"n1": want})
+    assert rung["status"] == "pass" and "GPUDirect RDMA only through DMA-BUF" in rung["reason"]

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -83,6 +86,22 @@ def gpus(root: Path) -> dict:
     return {"count": count, "driver": version.splitlines()[0] if version else None}
 
 
+# Where NCCL (and UCX) look for a GPU peer-memory client, the kernel side of GPUDirect RDMA: nvidia_peermem,
+# or the older out-of-tree nv_peer_mem.
+PEERMEM = (
+    ("nvidia_peermem", "sys/module/nvidia_peermem/version"),
+    ("nv_peer_mem", "sys/kernel/mm/memory_peers/nv_mem/version"),
+    ("nv_peer_mem", "sys/kernel/mm/memory_peers/nv_mem_nc/version"),
+)
+
+
+def peermem(root: Path) -> dict:
+    for name, rel in PEERMEM:
+        if (root / rel).exists():
+            return {"module": name, "version": read(root / rel)}
+    return {"module": None, "version": None}
+
+
 def node_facts(args) -> dict:
     root = Path(args.root)
     return {
@@ -90,6 +109,7 @@ def node_facts(args) -> dict:
         "rdma_drivers": rdma_drivers(root),
         "modules": modules(root),
         "gpus": gpus(root),
+        "peermem": peermem(root),
     }
 
 
@@ -182,12 +202,42 @@ def pair_test(args) -> dict:
 # ------------------------------------------------------------------------------------------- allreduce
 
 
+# NCCL's own account of the transport it chose, for the controller to judge: the network (IB or Socket), the
+# devices, GPUDirect RDMA per HCA and GPU, and every channel's path (`via NET/IB/0/GDRDMA`).
+NCCL_LINE = re.compile(
+    r"NCCL version|Using network|NET/\S+ ?: (?:Using|No device)|GPU Direct RDMA|DMA-BUF|\bvia NET/|NCCL WARN",
+)
+
+
+def nccl_env(args) -> dict:
+    """The job's NCCL settings (the HCA and GID index the launch would use, the QoS fact's NCCL_IB_TC), and a
+    debug log to a file: NCCL logs to stdout, which carries this probe's JSON."""
+    env = {}
+    # No QoS role on this node (no fact, or not one it wrote): NCCL's defaults.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fact = json.loads(Path(args.qos_fact).read_text()) if args.qos_fact else {}
+        env.update({str(k): str(v) for k, v in fact.get("nccl_env", {}).items()})
+    env.update(kv.split("=", 1) for kv in args.env or [])
+    return env
+
+
+def nccl_log(directory: Path, limit: int = 400) -> list[str]:
+    lines = []
+    for path in sorted(directory.glob("nccl.*")):
+        lines += [line.rstrip() for line in path.read_text(errors="replace").splitlines() if NCCL_LINE.search(line)]
+    return lines[:limit]
+
+
 def allreduce(args) -> dict:
     """Rank 0 hosts the store. Each size: warm-up, then `iters` timed all-reduces of float32 tensors;
     algbw = bytes / time, busbw = algbw x 2(n-1)/n (the nccl-tests definition). The result is also checked
-    (every rank contributes rank+1, so each element must equal n(n+1)/2)."""
+    (every rank contributes rank+1, so each element must equal n(n+1)/2). On NCCL, every rank returns the lines
+    of NCCL's debug log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
     os.environ.setdefault("NCCL_SOCKET_IFNAME", args.ifname)
+    logdir = Path(tempfile.mkdtemp(prefix="validate-nccl-"))
+    os.environ.update(nccl_env(args))
+    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(logdir / "nccl.%h.%p"))
 
     import torch
     import torch.distributed as dist
@@ -196,6 +246,7 @@ def allreduce(args) -> dict:
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    out = {"ok": True, "rank": args.rank, "world": args.world, "backend": backend}
     try:
         store = dist.TCPStore(
             args.master, args.port, args.world, is_master=args.rank == 0, timeout=timedelta(seconds=args.timeout)
@@ -234,11 +285,14 @@ def allreduce(args) -> dict:
                 }
             )
         dist.destroy_process_group()
+        if args.rank == 0:
+            out["results"] = results
     except Exception as exc:  # reported with the rank, the controller names the host
-        return {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
-    out = {"ok": True, "rank": args.rank, "world": args.world, "backend": backend}
-    if args.rank == 0:
-        out["results"] = results
+        out = {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    finally:
+        if backend == "nccl":
+            out["nccl_log"] = nccl_log(logdir)
+        shutil.rmtree(logdir, ignore_errors=True)
     return out
 
 
@@ -276,6 +330,8 @@ def parser() -> argparse.ArgumentParser:
     ar_ap.add_argument("--warmup", type=int, default=1)
     ar_ap.add_argument("--timeout", type=float, default=60.0)
     ar_ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    ar_ap.add_argument("--env", action="append", help="KEY=VALUE for NCCL (NCCL_IB_HCA, NCCL_IB_GID_INDEX)")
+    ar_ap.add_argument("--qos-fact", help="rdma_qos's local fact: its nccl_env (NCCL_IB_TC / NCCL_IB_SL) applies")
     ar_ap.set_defaults(run=allreduce)
     return ap
 

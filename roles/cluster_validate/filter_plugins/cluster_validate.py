@@ -712,7 +712,7 @@ def _gpu_checks(host, want, probe):
             else [_check(host, "gpus", "pass", f"{gpus['count']} GPU(s), driver {gpus.get('driver')}")]
         )
     count = int(gpus.get("count") or 0)
-    return [
+    checks = [
         _check(
             host,
             "gpus",
@@ -722,6 +722,21 @@ def _gpu_checks(host, want, probe):
             threshold=expected,
         )
     ]
+    if want.get("devices") and "peermem" in probe:
+        # The kernel side of GPUDirect RDMA (what NCCL looks for). Without it DMA-BUF may still serve: the
+        # allreduce rung reads what NCCL used, so its absence is reported here, not failed.
+        mem = probe.get("peermem") or {}
+        checks.append(
+            _check(host, "gpu peer memory", "pass", f"{mem['module']} {mem.get('version') or ''}".strip())
+            if mem.get("module")
+            else _check(
+                host,
+                "gpu peer memory",
+                "skip",
+                "no GPU peer-memory module (nvidia_peermem): GPUDirect RDMA only through DMA-BUF",
+            )
+        )
+    return checks
 
 
 # ---------------------------------------------------------------------------------------------- rungs: traffic
@@ -807,28 +822,129 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
     return rung
 
 
-def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None):
+# NCCL's INFO lines (NCCL_DEBUG=INFO, subsystems INIT,NET) that say which transport it chose. Formats from NCCL's
+# source (src/transport/net_ib*, src/transport/net.cc, src/graph/paths.cc); tests/fixtures/validate/nccl_*.
+_NCCL_VERSION = re.compile(r"NCCL version (\S+)")
+_NCCL_NETWORK = re.compile(r"Using network (.+?)\s*$")
+_NCCL_IB_DEVS = re.compile(r"NET/IB\w* ?: Using ((?:\[\d+\]\S+ ?)+)")
+_NCCL_IB_DEV = re.compile(r"\[\d+\](\S+)")
+_NCCL_NO_DEVICE = re.compile(r"NET/IB\w* ?: No device found")
+_NCCL_GDR_HCA = re.compile(
+    r"GPU Direct RDMA (?:\((?P<how>[^)]+)\) )?(?P<state>enabled?|disabled) for HCA \d+ '(?P<hca>[^']+)'", re.I
+)
+_NCCL_GDR_GPU = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU \S+ / HCA \d+ \((?P<why>[^)]*)\)")
+_NCCL_CHANNEL = re.compile(r"via NET/(?P<net>.+?)/\d+(?:\(\d+\))?(?P<flags>(?:/[A-Za-z]+)*)\s*$")
+_NCCL_WARN = re.compile(r"NCCL WARN (.+?)\s*$")
+
+
+def parse_nccl_log(lines):
+    """What one rank's NCCL said about its transport: {"version", "network", "devices", "no_device",
+    "gdr_hca": {hca: "enabled"|"disabled" [+ how]}, "gdr_gpu": [(state, why)], "channels", "gdr_channels",
+    "socket_channels", "warnings"}. `channels` counts the network channels (`via NET/...`), not intra-node ones."""
+    out = {"version": None, "network": None, "devices": [], "no_device": False, "gdr_hca": {}, "gdr_gpu": [],
+           "channels": 0, "gdr_channels": 0, "socket_channels": 0, "warnings": []}  # fmt: skip
+    for line in lines or []:
+        if m := _NCCL_VERSION.search(line):
+            out["version"] = out["version"] or m.group(1)
+        if m := _NCCL_NETWORK.search(line):
+            out["network"] = m.group(1)
+        if m := _NCCL_IB_DEVS.search(line):
+            out["devices"] = _NCCL_IB_DEV.findall(m.group(1))
+        if _NCCL_NO_DEVICE.search(line):
+            out["no_device"] = True
+        if m := _NCCL_GDR_HCA.search(line):
+            state = "enabled" if m.group("state").lower().startswith("enable") else "disabled"
+            out["gdr_hca"][m.group("hca")] = state + (f" ({m.group('how')})" if m.group("how") else "")
+        elif m := _NCCL_GDR_GPU.search(line):
+            out["gdr_gpu"].append((m.group("state").lower(), m.group("why")))
+        if m := _NCCL_CHANNEL.search(line):
+            out["channels"] += 1
+            out["gdr_channels"] += "/GDRDMA" in m.group("flags")
+            out["socket_channels"] += m.group("net") == "Socket"
+        if m := _NCCL_WARN.search(line):
+            out["warnings"].append(m.group(1))
+    return out
+
+
+def _nccl_checks(host, nccl, want, require_gdr):
+    """The transport NCCL used on one node against what the node has: RDMA where RDMA devices are expected (a
+    silent fall-back to TCP sockets is the commonest RoCE failure), GPUDirect RDMA where GPUs are too."""
+    rdma = bool(want.get("devices"))
+    on_socket = nccl["network"] == "Socket" or nccl["socket_channels"] or nccl["no_device"]
+    net = nccl["network"] or "unknown"
+    devices = ", ".join(nccl["devices"])
+    checks = []
+    if not rdma:
+        checks.append(_check(host, "nccl transport", "skip", f"NCCL over {net}: no RDMA device expected"))
+    elif on_socket:
+        why = "NET/IB found no device" if nccl["no_device"] else f"network {net}"
+        warn = f"; {nccl['warnings'][0]}" if nccl["warnings"] else ""
+        checks.append(_check(host, "nccl transport", "fail", f"NCCL fell back to TCP sockets, not RDMA ({why}){warn}"))
+    elif nccl["network"] is None and not nccl["channels"]:
+        checks.append(_check(host, "nccl transport", "skip", "NCCL's log does not show its transport"))
+    else:
+        checks.append(_check(host, "nccl transport", "pass", f"NCCL over {net}" + (f" ({devices})" if devices else "")))
+    if not (rdma and int(want.get("gpus") or 0) and not on_socket):
+        return checks
+    disabled = sorted(h for h, s in nccl["gdr_hca"].items() if s.startswith("disabled"))
+    far = sorted({why for state, why in nccl["gdr_gpu"] if state == "disabled"})
+    if nccl["channels"]:
+        staged = nccl["channels"] - nccl["gdr_channels"]
+        ok = staged == 0
+        detail = (
+            f"GPUDirect RDMA on all {nccl['channels']} network channel(s)"
+            if ok
+            else f"{staged} of {nccl['channels']} network channel(s) staged through host memory (no GDRDMA)"
+        )
+    elif nccl["gdr_hca"]:
+        ok = not disabled
+        detail = "GPUDirect RDMA " + ", ".join(f"{s} for {h}" for h, s in sorted(nccl["gdr_hca"].items()))
+    else:
+        return [*checks, _check(host, "gpudirect rdma", "skip", "NCCL's log does not show GPUDirect RDMA")]
+    if not ok:
+        causes = [f"GPU Direct RDMA disabled for HCA {h} (no peer-memory module: nvidia_peermem)" for h in disabled]
+        causes += [f"GPU too far from the NIC ({why})" for why in far]
+        detail = "; ".join([detail, *causes])
+    status = "pass" if ok else ("fail" if require_gdr else "skip")
+    return [*checks, _check(host, "gpudirect rdma", status, detail)]
+
+
+def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, require_gdr=True):
     """All-reduce busbw over a size sweep (files/probe.py allreduce on every node; rank 0 reports).
 
     outputs: {host: parsed JSON line|{"error"}}. Threshold: fraction x the slowest link's line rate, on the
-    largest size; none when a link speed is unknown.
+    largest size; none when a link speed is unknown. On NCCL, each node's `nccl_log` proves the transport
+    against `expect` ({host: {"devices", "gpus"}}, node_health's expectations): RDMA where devices are
+    expected, and GPUDirect RDMA where GPUs are too (a failure unless `require_gdr` is false).
     """
     failed = {
         h: o.get("error") or "no result" for h, o in outputs.items() if not o or o.get("error") or not o.get("ok")
     }
+    nccl = {h: parse_nccl_log(o["nccl_log"]) for h, o in outputs.items() if o and o.get("nccl_log") is not None}
+    checks = [c for h in sorted(nccl) for c in _nccl_checks(h, nccl[h], (expect or {}).get(h, {}), require_gdr)]
+    transport = {h: {k: v for k, v in p.items() if k != "warnings"} for h, p in nccl.items()}
     report = next((o for o in outputs.values() if o and o.get("rank") == 0 and o.get("results")), None)
     if failed or report is None:
         reason = "; ".join(f"{h}: {e}" for h, e in sorted(failed.items())) or "rank 0 reported nothing"
-        return make_rung("allreduce", "fail", reason=reason, unit="Gb/s", bad_hosts=sorted(failed))
+        bad = [c for c in checks if c["status"] == "fail"]
+        reason += "".join(f"; {c['host']}: {c['detail']}" for c in bad)
+        return make_rung(
+            "allreduce", "fail", reason=reason, unit="Gb/s", bad_hosts=sorted(set(failed) | {c["host"] for c in bad}),
+            checks=checks, transport=transport,
+        )  # fmt: skip
     results = report["results"]
     wrong = [r for r in results if not r.get("correct")]
     largest = max(results, key=lambda r: r["bytes"])
     rates = list(speeds.values())
     limit = threshold_for(min(rates), fraction) if rates and None not in rates else None
     value = largest["busbw_gbps"]
+    bad = [c for c in checks if c["status"] == "fail"]
     if wrong:
         status = "fail"
         reason = "wrong all-reduce result at " + ", ".join(str(r["bytes"]) for r in wrong) + " bytes"
+    elif bad:
+        status = "fail"
+        reason = "; ".join(f"{c['host']}: {c['detail']}" for c in bad[:6])
     elif limit is not None and value < limit:
         status = "fail"
         reason = f"busbw {value:g} Gb/s < {limit:g} ({fraction:.0%} of the slowest link)"
@@ -837,6 +953,7 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None):
         reason = f"{report['backend']} over {report['world']} ranks, results correct" + (
             "" if limit is not None else f"; {NO_SPEED}"
         )
+        reason += _transport_summary(nccl, checks)
     return make_rung(
         "allreduce",
         status,
@@ -847,7 +964,29 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None):
         sweep=results,
         backend=report.get("backend"),
         world=report.get("world"),
+        bad_hosts=sorted({c["host"] for c in bad}),
+        checks=checks,
+        transport=transport,
     )
+
+
+def _transport_summary(nccl, checks):
+    """`; NCCL 2.27.5 over IB (mlx5_0:1/RoCE), GPUDirect RDMA on every node` for a passing rung."""
+    if not nccl:
+        return ""
+    versions = sorted({p["version"] for p in nccl.values() if p["version"]})
+    nets = sorted({p["network"] for p in nccl.values() if p["network"]})
+    devices = sorted({d for p in nccl.values() for d in p["devices"]})
+    if not versions and not nets:
+        return "; NCCL's log does not show its transport"
+    text = "; NCCL" + (f" {'/'.join(versions)}" if versions else "") + (f" over {'/'.join(nets)}" if nets else "")
+    text += f" ({', '.join(devices)})" if devices else ""
+    gdr = [c for c in checks if c["check"] == "gpudirect rdma"]
+    if gdr and all(c["status"] == "pass" for c in gdr):
+        text += ", GPUDirect RDMA on every node"
+    elif gdr:
+        text += ", without GPUDirect RDMA on " + ", ".join(sorted({c["host"] for c in gdr if c["status"] != "pass"}))
+    return text
 
 
 def switch_counters(pfc_text, queuing_text):
@@ -1050,6 +1189,17 @@ def rdma_endpoint(devices, ifname, address, link_layer="ethernet"):
     return None
 
 
+def nccl_args(endpoint):
+    """`--env` options of files/probe.py allreduce: the HCA, port and RoCE v2 GID index the pair tests used (and
+    the launch uses), so the all-reduce proves the path training takes. None: NCCL picks (and says what)."""
+    if not endpoint:
+        return []
+    args = [f"--env=NCCL_IB_HCA={endpoint['device']}:{endpoint['port']}"]
+    if endpoint.get("gid_index") is not None:
+        args.append(f"--env=NCCL_IB_GID_INDEX={endpoint['gid_index']}")
+    return args
+
+
 def measurements(raw, servers=None):
     """Client results of files/probe.py pair -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
 
@@ -1238,6 +1388,7 @@ class FilterModule:
             "cluster_validate_pairs": evaluate_pairs,
             "cluster_validate_latency": evaluate_latency,
             "cluster_validate_allreduce": evaluate_allreduce,
+            "cluster_validate_nccl_args": nccl_args,
             "cluster_validate_switch": evaluate_switch,
             "cluster_validate_train": evaluate_train,
             "cluster_validate_verdict": verdict,
