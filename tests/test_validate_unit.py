@@ -703,7 +703,7 @@ def test_parse_nccl_log_fallbacks() -> None:
     assert cv.parse_nccl_log([]) == cv.parse_nccl_log(None) and cv.parse_nccl_log([])["network"] is None
 
 
-GPU_NODE = {"devices": ["mlx5_0"], "gpus": 8}
+GPU_NODE = {"devices": ["mlx5_0"], "gpus": 0}  # NCCL ran: GPUDirect RDMA applies whatever gpus_per_node says
 RESULTS = [{"bytes": 1 << 25, "algbw_gbps": 150.0, "busbw_gbps": 150.0, "correct": True}]
 
 
@@ -743,7 +743,7 @@ def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
 
 
 def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -> None:
-    no_rdma = {"devices": [], "gpus": 1}
+    no_rdma = {"devices": [], "gpus": 0}
     out = _nccl_outputs("nccl_socket.txt", "nccl_socket.txt")
     rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
     assert rung["status"] == "pass" and "over Socket" in rung["reason"]

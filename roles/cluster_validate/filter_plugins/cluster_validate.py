@@ -868,7 +868,7 @@ def parse_nccl_log(lines):
 
 def _nccl_checks(host, nccl, want, require_gdr):
     """The transport NCCL used on one node against what the node has: RDMA where RDMA devices are expected (a
-    silent fall-back to TCP sockets is the commonest RoCE failure), GPUDirect RDMA where GPUs are too."""
+    silent fall-back to TCP sockets is the commonest RoCE failure), and then GPUDirect RDMA."""
     rdma = bool(want.get("devices"))
     on_socket = nccl["network"] == "Socket" or nccl["socket_channels"] or nccl["no_device"]
     net = nccl["network"] or "unknown"
@@ -884,7 +884,8 @@ def _nccl_checks(host, nccl, want, require_gdr):
         checks.append(_check(host, "nccl transport", "skip", "NCCL's log does not show its transport"))
     else:
         checks.append(_check(host, "nccl transport", "pass", f"NCCL over {net}" + (f" ({devices})" if devices else "")))
-    if not (rdma and int(want.get("gpus") or 0) and not on_socket):
+    # NCCL ran, so the node has a GPU (whatever cluster_validate_gpus_per_node says): GPUDirect RDMA applies.
+    if not rdma or on_socket:
         return checks
     disabled = sorted(h for h, s in nccl["gdr_hca"].items() if s.startswith("disabled"))
     far = sorted({why for state, why in nccl["gdr_gpu"] if state == "disabled"})
@@ -913,9 +914,9 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, r
     """All-reduce busbw over a size sweep (files/probe.py allreduce on every node; rank 0 reports).
 
     outputs: {host: parsed JSON line|{"error"}}. Threshold: fraction x the slowest link's line rate, on the
-    largest size; none when a link speed is unknown. On NCCL, each node's `nccl_log` proves the transport
-    against `expect` ({host: {"devices", "gpus"}}, node_health's expectations): RDMA where devices are
-    expected, and GPUDirect RDMA where GPUs are too (a failure unless `require_gdr` is false).
+    largest size; none when a link speed is unknown. On NCCL (GPUs), each node's `nccl_log` proves the transport
+    against `expect` ({host: {"devices"}}, node_health's expectations): RDMA where devices are expected, and
+    there GPUDirect RDMA (a failure unless `require_gdr` is false).
     """
     failed = {
         h: o.get("error") or "no result" for h, o in outputs.items() if not o or o.get("error") or not o.get("ok")
