@@ -9,6 +9,7 @@ import re
 import sys
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.conftest import load_plugin as load
@@ -108,6 +109,21 @@ def test_nccl_env(rdma, gpus, qos, allow_tcp, has, lacks) -> None:
 def test_rdma_device_without_matching_gid_fails_unless_tcp_allowed() -> None:
     with pytest.raises(F.AnsibleFilterError, match=r"n1: none carries 10\.0\.0\.1; NCCL would fall back to TCP"):
         F.nccl_env("rdma0", NO_GID, 1, 8, None, False, "n1")
+
+
+def test_qos_note_says_which_class_nccl_gets() -> None:
+    assert F.qos_note(QOS, ROCE) == "NCCL_IB_SL=3 NCCL_IB_TC=106"
+    assert F.qos_note({"NCCL_IB_TC": "106"}, NO_RDMA) == "NCCL_IB_TC=106 unused (NCCL does not use RDMA here)"
+    assert F.qos_note({}, ROCE).startswith("none (no rdma_qos fact on the host")
+
+
+def test_the_plan_reads_the_local_facts_it_uses() -> None:
+    """The launch takes NCCL's traffic class from ansible_local.rdma_qos; a `setup` without the `local` subset
+    leaves ansible_local out (a launch then read it only from a fact cache younger than its timeout)."""
+    plan = yaml.safe_load((ROOT / "roles/train_launch/tasks/plan.yml").read_text())
+    text = (ROOT / "roles/train_launch/tasks/plan.yml").read_text()
+    subsets = [t["ansible.builtin.setup"]["gather_subset"] for t in plan if "ansible.builtin.setup" in t]
+    assert "ansible_local.rdma_qos" in text and subsets and all("local" in s for s in subsets), subsets
 
 
 def unit(active: str, sub: str, result: str = "success", code: str = "1", status: str = "0", exited: str = "") -> dict:

@@ -191,6 +191,15 @@ def nccl_env(
     return env
 
 
+def qos_note(qos_env: dict[str, Any] | None, rdma: dict[str, Any]) -> str:
+    """What the plan line says of the host's QoS fact (ansible_local.rdma_qos.nccl_env): the NCCL traffic class
+    or service level the job gets, or why it gets none. nccl_env applies it only where NCCL uses RDMA."""
+    if not qos_env:
+        return "none (no rdma_qos fact on the host: NCCL traffic rides the default class)"
+    text = " ".join(f"{k}={v}" for k, v in sorted(qos_env.items()))
+    return text if rdma.get("hca") else f"{text} unused (NCCL does not use RDMA here)"
+
+
 # torchrun's elastic agent, when a worker dies: "E1122 22:09:19.425000 4232 torch/.../api.py:1002] failed
 # (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..." (the prefix is the log time, month-day and local time;
 # the job's environment sets TZ=UTC so every host logs in UTC).
@@ -705,6 +714,7 @@ class FilterModule:
             "train_launch_payload_config": payload_config,
             "train_launch_payload_default": payload_default,
             "train_launch_nccl_env": nccl_env,
+            "train_launch_qos_note": qos_note,
             "train_launch_rdma_pick": rdma_pick,
             "train_launch_worker_failures": worker_failures,
             "train_launch_job_outcome": job_outcome,
