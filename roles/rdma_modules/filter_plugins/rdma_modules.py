@@ -44,8 +44,8 @@ def plan(
 ) -> dict[str, Any]:
     """What the role persists and loads on one host.
 
-    `load` is for each module to load now: {"name", "required"}; a GPUDirect module in `auto` mode is not
-    required (its failure is reported, not fatal). `gpudirect` says why the GPUDirect modules are in or out.
+    Returns `load`, one {"name", "required"} per module to load now (a GPUDirect module in `auto` mode is not
+    required: its failure is reported, not fatal), and `gpudirect`, why the GPUDirect modules are in or out.
     """
     mode = gpudirect_mode(gpudirect)
     extra = _unique(gpudirect_modules or [])
@@ -57,7 +57,7 @@ def plan(
         gdr_in, gdr_note = extra, ("required" if mode == "true" else "NVIDIA driver loaded")
     persisted = _unique(list(modules) + gdr_in)
     can_load = bool(load) and bool(has_proc_modules)
-    required = set(_unique(list(modules))) | (set(gdr_in) if mode == "true" else set())
+    required = set(modules) | (set(gdr_in) if mode == "true" else set())
     if can_load:
         reason = ""
     elif not has_proc_modules:
