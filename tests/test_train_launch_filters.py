@@ -120,8 +120,8 @@ def test_qos_note_says_which_class_nccl_gets() -> None:
 def test_the_plan_reads_the_local_facts_it_uses() -> None:
     """The launch takes NCCL's traffic class from ansible_local.rdma_qos; a `setup` without the `local` subset
     leaves ansible_local out (a launch then read it only from a fact cache younger than its timeout)."""
-    plan = yaml.safe_load((ROOT / "roles/train_launch/tasks/plan.yml").read_text())
     text = (ROOT / "roles/train_launch/tasks/plan.yml").read_text()
+    plan = yaml.safe_load(text)
     subsets = [t["ansible.builtin.setup"]["gather_subset"] for t in plan if "ansible.builtin.setup" in t]
     assert "ansible_local.rdma_qos" in text and subsets and all("local" in s for s in subsets), subsets
 

@@ -235,9 +235,6 @@ def allreduce(args) -> dict:
     of NCCL's debug log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
     os.environ.setdefault("NCCL_SOCKET_IFNAME", args.ifname)
-    logdir = Path(tempfile.mkdtemp(prefix="validate-nccl-"))
-    os.environ.update(nccl_env(args))
-    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(logdir / "nccl.%h.%p"))
 
     import torch
     import torch.distributed as dist
@@ -246,6 +243,10 @@ def allreduce(args) -> dict:
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    logdir = Path(tempfile.mkdtemp(prefix="validate-nccl-")) if backend == "nccl" else None
+    if logdir:  # NCCL reads its environment when the process group starts
+        os.environ.update(nccl_env(args))
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(logdir / "nccl.%h.%p"))
     out = {"ok": True, "rank": args.rank, "world": args.world, "backend": backend}
     try:
         store = dist.TCPStore(
@@ -290,9 +291,9 @@ def allreduce(args) -> dict:
     except Exception as exc:  # reported with the rank, the controller names the host
         out = {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
     finally:
-        if backend == "nccl":
+        if logdir:
             out["nccl_log"] = nccl_log(logdir)
-        shutil.rmtree(logdir, ignore_errors=True)
+            shutil.rmtree(logdir, ignore_errors=True)
     return out
 
 
