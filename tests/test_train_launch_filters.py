@@ -6,7 +6,6 @@ service with RemainAfterExit=yes (recorded in the lab)."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 import yaml
@@ -104,6 +103,14 @@ def test_nccl_env(rdma, gpus, qos, allow_tcp, has, lacks) -> None:
     assert {k: env.get(k) for k in has} == has
     assert not [k for k in lacks if k in env]
     assert all(isinstance(v, str) for v in env.values())
+
+
+def test_nccl_logs_its_transport_to_the_run_on_gpus_only() -> None:
+    env = F.nccl_env("rdma0", ROCE, 2, 8, QOS, False, "n1", "/runs/r1/logs")
+    assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"]) == ("INFO", "INIT,NET")
+    # NCCL expands %h and %p: one file per process, beside the job's logs (collected with them).
+    assert env["NCCL_DEBUG_FILE"] == "/runs/r1/logs/nccl.%h.%p.log"
+    assert "NCCL_DEBUG" not in F.nccl_env("rdma0", NO_RDMA, 2, 0, None, False, "n1", "/runs/r1/logs")
 
 
 def test_rdma_device_without_matching_gid_fails_unless_tcp_allowed() -> None:
@@ -437,69 +444,6 @@ def test_unit_state(props, state) -> None:
     assert F.unit_state(props) == state
 
 
-def fake_sysfs(root, layer: str, gids: list[tuple[str, str, str]]) -> None:
-    """A /sys/class/infiniband tree shaped like the kernel's (Documentation/ABI/stable/sysfs-class-infiniband):
-    mlx5_0 port 1 with GIDs (value, type, netdev) at indexes 0.."""
-    port = root / "mlx5_0" / "ports" / "1"
-    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
-        (port / sub).mkdir(parents=True)
-    (port / "link_layer").write_text(layer + "\n")
-    (port / "state").write_text("4: ACTIVE\n")
-    for i, (gid, kind, ndev) in enumerate(gids):
-        (port / "gids" / str(i)).write_text(gid + "\n")
-        (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n")
-        (port / "gid_attrs" / "ndevs" / str(i)).write_text(ndev + "\n")
-
-
-def read_sysfs(tmp_path, root) -> list[dict]:
-    """rdma_stack's module (the one sysfs reader) run as Ansible would, on the fake tree."""
-    import json
-    import subprocess
-
-    args = tmp_path / "args.json"
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": str(root), "mad_abi_path": str(tmp_path / "x")}}))
-    module = ROOT / "roles" / "rdma_stack" / "library" / "rdma_sysfs_devices.py"
-    out = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["devices"]
-
-
-# A RoCE port as mlx5 lays it out: link-local GIDs (v1, v2) first, then the IPv4-mapped ones.
-ROCE_GIDS = [
-    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "IB/RoCE v1", "rdma0"),
-    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "RoCE v2", "rdma0"),
-    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "rdma0"),
-    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "rdma0"),
-]
-
-
-@pytest.mark.parametrize(
-    ("layer", "gids", "ipv4", "hca", "gid_index", "note"),
-    [
-        ("Ethernet", ROCE_GIDS, "10.0.0.1", "mlx5_0", 3, "RoCEv2 GID 3 of mlx5_0 port 1 carries 10.0.0.1"),
-        ("Ethernet", ROCE_GIDS, "10.0.0.2", None, None, "RDMA devices mlx5_0 present, none carries 10.0.0.2"),
-        ("Ethernet", [(g, t, "eth9") for g, t, _ in ROCE_GIDS], "10.0.0.1", None, None, "RDMA devices mlx5_0"),
-        (
-            "InfiniBand",
-            [("fe80:0000:0000:0000:0002:c903:0000:0001", "IB/RoCE v1", "")],
-            "10.0.0.1",
-            "mlx5_0",
-            None,
-            "InfiniBand",
-        ),
-    ],
-)
-def test_rdma_pick_from_the_sysfs_reader(tmp_path, layer, gids, ipv4, hca, gid_index, note) -> None:
-    root = tmp_path / "infiniband"
-    fake_sysfs(root, layer, gids)
-    got = F.rdma_pick(read_sysfs(tmp_path, root), "rdma0", ipv4)
-    assert (got["hca"], got["gid_index"]) == (hca, gid_index)
-    assert got["note"].startswith(note), got
-
-
-def test_rdma_pick_without_devices(tmp_path) -> None:
-    assert F.rdma_pick(read_sysfs(tmp_path, tmp_path / "none"), "rdma0", "10.0.0.1")["note"] == "no RDMA device found"
-
-
 R = load("train_report_under_test", ROLE / "files" / "train_report.py")
 
 
@@ -566,6 +510,34 @@ def test_report_names_the_lost_node_and_the_world_size_it_went_on_with() -> None
     # A restart at the same world size (a rank died, the node stayed) keeps the logged cause.
     same = [r | {"world_size": 2} if r["kind"] == "start" else r for r in rank0]
     assert R.restarts(same, 10, failures, lost)[0]["cause"] == "lab-node1: local rank 0 exit code 1 (pid 5)"
+
+
+def test_report_says_which_transport_nccl_used_on_each_host(tmp_path) -> None:
+    """NCCL's own log on each host (logs/nccl.*.log, recorded formats), judged by the ladder's rules: RDMA where
+    the host has RDMA devices, GPUDirect RDMA there; a host without NCCL logs (gloo) is left out."""
+    fixtures = ROOT / "tests" / "fixtures" / "validate"
+    for host, name in (("n1", "nccl_roce_gdr.txt"), ("n2", "nccl_roce_no_gdr.txt"), ("n3", "nccl_socket.txt")):
+        (tmp_path / host / "logs").mkdir(parents=True)
+        (tmp_path / host / "logs" / f"nccl.{host}.41.log").write_text((fixtures / name).read_text())
+    (tmp_path / "n4" / "logs").mkdir(parents=True)
+    rdma = {"devices": ["mlx5_0"], "hca": "mlx5_0"}
+    nodes = [{"host": h, "rdma": rdma} for h in ("n1", "n2", "n3", "n4")]
+    got = R.nccl_transport(tmp_path, nodes)
+    assert sorted(got) == ["n1", "n2", "n3"]
+    status = {h: [(c["check"], c["status"]) for c in t["checks"]] for h, t in got.items()}
+    assert status == {
+        "n1": [("nccl transport", "pass"), ("gpudirect rdma", "pass")],
+        "n2": [("nccl transport", "pass"), ("gpudirect rdma", "fail")],
+        "n3": [("nccl transport", "fail")],
+    }
+    assert got["n1"]["network"] == "IB" and got["n1"]["channels"] == got["n1"]["gdr_channels"] > 0
+    lines = R.transport_lines(got)
+    assert lines[0].startswith("n1: NCCL 2.") and ": pass" in lines[0] and "FAIL" not in lines[0]
+    assert "staged through host memory" in lines[1] and lines[1].endswith("FAIL")
+    assert "fell back to TCP sockets" in lines[2]
+    # Sockets on a host without RDMA devices are what it has: reported, not failed.
+    plain = R.nccl_transport(tmp_path, [{"host": "n3", "rdma": {"devices": []}}])
+    assert [c["status"] for c in plain["n3"]["checks"]] == ["skip"]
 
 
 def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:

@@ -70,10 +70,6 @@ def test_required_active_mtu(mtu, ib_mtu) -> None:
     assert cv.required_ib_mtu(mtu) == ib_mtu
 
 
-def test_roce_gid_of_address() -> None:
-    assert cv.roce_gid_of("192.168.250.201") == "0000:0000:0000:0000:0000:ffff:c0a8:fac9"
-
-
 # ------------------------------------------------------------------------------------ pairing
 
 
@@ -768,18 +764,9 @@ def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -
     assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"] and "fell back to TCP" in dead["reason"]
 
 
-def test_nccl_args_follow_the_pair_tests_endpoint() -> None:
-    assert cv.nccl_args({"device": "mlx5_0", "port": 1, "gid_index": 3}) == [
-        "--env=NCCL_IB_HCA=mlx5_0:1", "--env=NCCL_IB_GID_INDEX=3"]  # fmt: skip
-    assert cv.nccl_args({"device": "mlx5_2", "port": 1, "gid_index": None}) == ["--env=NCCL_IB_HCA=mlx5_2:1"]
-    assert cv.nccl_args(None) == []
-
-
 def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
-    """The probe's NCCL settings (the QoS fact's, then the endpoint's) and the log lines it hands back."""
+    """The probe's NCCL settings (rdma_stack_nccl_env's, given by the controller) and the log lines it hands back."""
     probe = _load("probe", ROLE / "files" / "probe.py")
-    fact = tmp_path / "rdma_qos.fact"
-    fact.write_text(json.dumps({"nccl_env": {"NCCL_IB_TC": 106}, "report": "x"}))
     args = probe.parser().parse_args(
         [
             "allreduce",
@@ -788,14 +775,12 @@ def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
             "--master=10.0.0.1",
             "--port=1",
             "--ifname=ens192",
-            f"--qos-fact={fact}",
             "--env=NCCL_IB_HCA=mlx5_0:1",
             "--env=NCCL_IB_GID_INDEX=3",
+            "--env=NCCL_IB_TC=106",
         ]
     )
     assert probe.nccl_env(args) == {"NCCL_IB_TC": "106", "NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
-    args.qos_fact = str(tmp_path / "absent.fact")
-    assert probe.nccl_env(args) == {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
     noise = ["ubunturdma1:1:1 [0] NCCL INFO cudaDriverVersion 12090", "ubunturdma1:1:1 [0] NCCL INFO comm 0x5 rank 0"]
     (tmp_path / "nccl.ubunturdma1.41327").write_text("\n".join(noise + _nccl("nccl_roce_gdr.txt")) + "\n")
     kept = probe.nccl_log(tmp_path)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import json
 import os
 import re
@@ -210,15 +209,10 @@ NCCL_LINE = re.compile(
 
 
 def nccl_env(args) -> dict:
-    """The job's NCCL settings (the HCA and GID index the launch would use, the QoS fact's NCCL_IB_TC), and a
-    debug log to a file: NCCL logs to stdout, which carries this probe's JSON."""
-    env = {}
-    # No QoS role on this node (no fact, or not one it wrote): NCCL's defaults.
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fact = json.loads(Path(args.qos_fact).read_text()) if args.qos_fact else {}
-        env.update({str(k): str(v) for k, v in fact.get("nccl_env", {}).items()})
-    env.update(kv.split("=", 1) for kv in args.env or [])
-    return env
+    """The job's NCCL settings (rdma_stack_nccl_env on the controller: the HCA and GID index the launch uses,
+    the QoS fact's NCCL_IB_TC) from `--env`. The debug log goes to a file: NCCL logs to stdout, which carries
+    this probe's JSON."""
+    return dict(kv.split("=", 1) for kv in args.env or [])
 
 
 def nccl_log(directory: Path, limit: int = 400) -> list[str]:
@@ -331,8 +325,7 @@ def parser() -> argparse.ArgumentParser:
     ar_ap.add_argument("--warmup", type=int, default=1)
     ar_ap.add_argument("--timeout", type=float, default=60.0)
     ar_ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
-    ar_ap.add_argument("--env", action="append", help="KEY=VALUE for NCCL (NCCL_IB_HCA, NCCL_IB_GID_INDEX)")
-    ar_ap.add_argument("--qos-fact", help="rdma_qos's local fact: its nccl_env (NCCL_IB_TC / NCCL_IB_SL) applies")
+    ar_ap.add_argument("--env", action="append", help="KEY=VALUE for NCCL (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_TC)")
     ar_ap.set_defaults(run=allreduce)
     return ap
 

@@ -9,16 +9,30 @@ by 0x100000); its "Gb/sec" (--report_gbits) is 10^9 bit/s. iperf3 reports bit/s.
 
 from __future__ import annotations
 
-import ipaddress
+import importlib.util
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 DOCUMENTATION = """
 name: cluster_validate
 short_description: Parsers, thresholds, round-robin pairing and the verdict of the validation ladder
 description: See roles/cluster_validate/README.md.
 """
+
+
+def _beside(name):
+    """A plugin file linked beside this one (rdma_stack's: the endpoint and NCCL rules the launch uses too)."""
+    spec = importlib.util.spec_from_file_location(f"cluster_validate_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+nccl_rules = _beside("rdma_stack_nccl")
+roce_gid_of = nccl_rules.roce_gid_of
+parse_nccl_log = nccl_rules.parse_nccl_log
 
 SCHEMA = "rdma-llm-cluster/validate-verdict/1"
 STATUSES = ("pass", "fail", "skip")
@@ -157,12 +171,6 @@ def required_ib_mtu(netdev_mtu):
     """Largest RDMA path MTU that fits a netdev MTU (RoCE) — what `active_mtu` should reach."""
     fits = [m for m in IB_MTUS if m <= int(netdev_mtu)]
     return fits[-1] if fits else IB_MTUS[0]
-
-
-def roce_gid_of(ipv4):
-    """The IPv4-mapped RoCEv2 GID a port carries for an address, in sysfs notation."""
-    mapped = ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(ipv4)}")
-    return ":".join(f"{x:04x}" for x in (int(mapped) >> s & 0xFFFF for s in range(112, -16, -16)))
 
 
 # ---------------------------------------------------------------------------------------------- pairing
@@ -822,92 +830,9 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
     return rung
 
 
-# NCCL's INFO lines (NCCL_DEBUG=INFO, subsystems INIT,NET) that say which transport it chose. Formats from NCCL's
-# source (src/transport/net_ib*, src/transport/net.cc, src/graph/paths.cc); tests/fixtures/validate/nccl_*.
-_NCCL_VERSION = re.compile(r"NCCL version (\S+)")
-_NCCL_NETWORK = re.compile(r"Using network (.+?)\s*$")
-_NCCL_IB_DEVS = re.compile(r"NET/IB\w* ?: Using ((?:\[\d+\]\S+ ?)+)")
-_NCCL_IB_DEV = re.compile(r"\[\d+\](\S+)")
-_NCCL_NO_DEVICE = re.compile(r"NET/IB\w* ?: No device found")
-_NCCL_GDR_HCA = re.compile(
-    r"GPU Direct RDMA (?:\((?P<how>[^)]+)\) )?(?P<state>enabled?|disabled) for HCA \d+ '(?P<hca>[^']+)'", re.I
-)
-_NCCL_GDR_GPU = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU \S+ / HCA \d+ \((?P<why>[^)]*)\)")
-_NCCL_CHANNEL = re.compile(r"via NET/(?P<net>.+?)/\d+(?:\(\d+\))?(?P<flags>(?:/[A-Za-z]+)*)\s*$")
-_NCCL_WARN = re.compile(r"NCCL WARN (.+?)\s*$")
-
-
-def parse_nccl_log(lines):
-    """What one rank's NCCL said about its transport: {"version", "network", "devices", "no_device",
-    "gdr_hca": {hca: "enabled"|"disabled" [+ how]}, "gdr_gpu": [(state, why)], "channels", "gdr_channels",
-    "socket_channels", "warnings"}. `channels` counts the network channels (`via NET/...`), not intra-node ones."""
-    out = {"version": None, "network": None, "devices": [], "no_device": False, "gdr_hca": {}, "gdr_gpu": [],
-           "channels": 0, "gdr_channels": 0, "socket_channels": 0, "warnings": []}  # fmt: skip
-    for line in lines or []:
-        if m := _NCCL_VERSION.search(line):
-            out["version"] = out["version"] or m.group(1)
-        if m := _NCCL_NETWORK.search(line):
-            out["network"] = m.group(1)
-        if m := _NCCL_IB_DEVS.search(line):
-            out["devices"] = _NCCL_IB_DEV.findall(m.group(1))
-        if _NCCL_NO_DEVICE.search(line):
-            out["no_device"] = True
-        if m := _NCCL_GDR_HCA.search(line):
-            state = "enabled" if m.group("state").lower().startswith("enable") else "disabled"
-            out["gdr_hca"][m.group("hca")] = state + (f" ({m.group('how')})" if m.group("how") else "")
-        elif m := _NCCL_GDR_GPU.search(line):
-            out["gdr_gpu"].append((m.group("state").lower(), m.group("why")))
-        if m := _NCCL_CHANNEL.search(line):
-            out["channels"] += 1
-            out["gdr_channels"] += "/GDRDMA" in m.group("flags")
-            out["socket_channels"] += m.group("net") == "Socket"
-        if m := _NCCL_WARN.search(line):
-            out["warnings"].append(m.group(1))
-    return out
-
-
 def _nccl_checks(host, nccl, want, require_gdr):
-    """The transport NCCL used on one node against what the node has: RDMA where RDMA devices are expected (a
-    silent fall-back to TCP sockets is the commonest RoCE failure), and then GPUDirect RDMA."""
-    rdma = bool(want.get("devices"))
-    on_socket = nccl["network"] == "Socket" or nccl["socket_channels"] or nccl["no_device"]
-    net = nccl["network"] or "unknown"
-    devices = ", ".join(nccl["devices"])
-    checks = []
-    if not rdma:
-        checks.append(_check(host, "nccl transport", "skip", f"NCCL over {net}: no RDMA device expected"))
-    elif on_socket:
-        why = "NET/IB found no device" if nccl["no_device"] else f"network {net}"
-        warn = f"; {nccl['warnings'][0]}" if nccl["warnings"] else ""
-        checks.append(_check(host, "nccl transport", "fail", f"NCCL fell back to TCP sockets, not RDMA ({why}){warn}"))
-    elif nccl["network"] is None and not nccl["channels"]:
-        checks.append(_check(host, "nccl transport", "skip", "NCCL's log does not show its transport"))
-    else:
-        checks.append(_check(host, "nccl transport", "pass", f"NCCL over {net}" + (f" ({devices})" if devices else "")))
-    # NCCL ran, so the node has a GPU (whatever cluster_validate_gpus_per_node says): GPUDirect RDMA applies.
-    if not rdma or on_socket:
-        return checks
-    disabled = sorted(h for h, s in nccl["gdr_hca"].items() if s.startswith("disabled"))
-    far = sorted({why for state, why in nccl["gdr_gpu"] if state == "disabled"})
-    if nccl["channels"]:
-        staged = nccl["channels"] - nccl["gdr_channels"]
-        ok = staged == 0
-        detail = (
-            f"GPUDirect RDMA on all {nccl['channels']} network channel(s)"
-            if ok
-            else f"{staged} of {nccl['channels']} network channel(s) staged through host memory (no GDRDMA)"
-        )
-    elif nccl["gdr_hca"]:
-        ok = not disabled
-        detail = "GPUDirect RDMA " + ", ".join(f"{s} for {h}" for h, s in sorted(nccl["gdr_hca"].items()))
-    else:
-        return [*checks, _check(host, "gpudirect rdma", "skip", "NCCL's log does not show GPUDirect RDMA")]
-    if not ok:
-        causes = [f"GPU Direct RDMA disabled for HCA {h} (no peer-memory module: nvidia_peermem)" for h in disabled]
-        causes += [f"GPU too far from the NIC ({why})" for why in far]
-        detail = "; ".join([detail, *causes])
-    status = "pass" if ok else ("fail" if require_gdr else "skip")
-    return [*checks, _check(host, "gpudirect rdma", status, detail)]
+    """rdma_stack's transport rules for one node, as the rung's checks (RDMA devices expected: `want`)."""
+    return [_check(host, *c) for c in nccl_rules.transport_checks(nccl, bool(want.get("devices")), require_gdr)]
 
 
 def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, require_gdr=True):
@@ -1167,40 +1092,6 @@ def peer_args(addresses, me):
     return ",".join(f"{h}={a}" for h, a in sorted(addresses.items()) if h != me)
 
 
-def rdma_endpoint(devices, ifname, address, link_layer="ethernet"):
-    """The RDMA device and GID index perftest must use for the fabric interface, or None.
-
-    RoCE: the port whose RoCE v2 GID is the fabric address mapped into IPv6 on `ifname`. InfiniBand: the
-    first ACTIVE port (perftest then addresses the peer by LID through its TCP exchange).
-    """
-    for dev in devices or []:
-        for port in dev.get("ports") or []:
-            if link_layer == "infiniband":
-                if "ACTIVE" in (port.get("state") or ""):
-                    return {"device": dev["name"], "port": port["port"], "gid_index": None}
-                continue
-            for gid in port.get("gids") or []:
-                if (
-                    gid.get("netdev") == ifname
-                    and address
-                    and gid.get("gid") == roce_gid_of(address)
-                    and "v2" in (gid.get("type") or "").lower()
-                ):
-                    return {"device": dev["name"], "port": port["port"], "gid_index": gid["index"]}
-    return None
-
-
-def nccl_args(endpoint):
-    """`--env` options of files/probe.py allreduce: the HCA, port and RoCE v2 GID index the pair tests used (and
-    the launch uses), so the all-reduce proves the path training takes. None: NCCL picks (and says what)."""
-    if not endpoint:
-        return []
-    args = [f"--env=NCCL_IB_HCA={endpoint['device']}:{endpoint['port']}"]
-    if endpoint.get("gid_index") is not None:
-        args.append(f"--env=NCCL_IB_GID_INDEX={endpoint['gid_index']}")
-    return args
-
-
 def measurements(raw, servers=None):
     """Client results of files/probe.py pair -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
 
@@ -1389,13 +1280,11 @@ class FilterModule:
             "cluster_validate_pairs": evaluate_pairs,
             "cluster_validate_latency": evaluate_latency,
             "cluster_validate_allreduce": evaluate_allreduce,
-            "cluster_validate_nccl_args": nccl_args,
             "cluster_validate_switch": evaluate_switch,
             "cluster_validate_train": evaluate_train,
             "cluster_validate_verdict": verdict,
             "cluster_validate_skipped_after": skipped_after,
             "cluster_validate_peer_args": peer_args,
-            "cluster_validate_rdma_endpoint": rdma_endpoint,
             "cluster_validate_measurements": measurements,
             "cluster_validate_host_errors": evaluate_host_errors,
             "cluster_validate_host_json": host_json,

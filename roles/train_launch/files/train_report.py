@@ -91,6 +91,25 @@ def worker_failures(run: Path, nodes: list[dict], launch_id: str | None, near: f
     return out
 
 
+def nccl_transport(run: Path, nodes: list[dict]) -> dict:
+    """What NCCL said of the transport it used on each host, judged by the validation ladder's rules
+    (rdma_stack_nccl.transport_checks): RDMA where the host has RDMA devices, not the TCP-socket fall-back,
+    and there GPUDirect RDMA. The launch has NCCL write its INIT/NET log to logs/nccl.<host>.<pid>.log on GPUs
+    (every launch of the run, the pre-flight all-reduce included); hosts without one (gloo on CPUs) are left out."""
+    rules = filters.nccl_rules
+    out = {}
+    for node in nodes:
+        files = sorted((run / node["host"] / "logs").glob("nccl.*.log"))
+        if not files:
+            continue
+        nccl = rules.parse_nccl_log([line for f in files for line in f.read_text(errors="replace").splitlines()])
+        expected = bool((node.get("rdma") or {}).get("devices"))
+        checks = [{"check": c, "status": s, "detail": d} for c, s, d in rules.transport_checks(nccl, expected)]
+        keep = ("version", "network", "devices", "channels", "gdr_channels", "socket_channels")
+        out[node["host"]] = {k: nccl[k] for k in keep} | {"warnings": nccl["warnings"][:5], "checks": checks}
+    return out
+
+
 def summarise(run: Path) -> dict:
     manifest = json.loads((run / "manifest.json").read_text())
     records, results = [], {}
@@ -154,7 +173,20 @@ def summarise(run: Path) -> dict:
         },
     }
     summary["lost_nodes"] = lost_nodes(manifest.get("lost_nodes") or [], summary["restarts"])
+    summary["nccl"] = nccl_transport(run, manifest["nodes"])
     return summary
+
+
+def transport_lines(nccl: dict) -> list[str]:
+    """One line per host: `n1: NCCL 2.27.5 over IB (mlx5_0:1): pass; GPUDirect RDMA on all 8 network channel(s):
+    pass`; a failed check is marked so the eye finds it."""
+    out = []
+    for host, t in sorted(nccl.items()):
+        checks = "; ".join(
+            f"{c['detail']}: {c['status'].upper() if c['status'] == 'fail' else c['status']}" for c in t["checks"]
+        )
+        out.append(f"{host}: NCCL {t['version'] or '?'}: {checks}")
+    return out
 
 
 def lost_nodes(lost: list[dict], restarts: list[dict]) -> list[dict]:
@@ -256,6 +288,16 @@ def markdown(s: dict) -> str:
             if s["restarts"]
             else []
         ),
+        *(
+            [
+                "NCCL's transport, from its own log on each host (logs/nccl.*.log):",
+                "",
+                *(f"- {line}" for line in transport_lines(s["nccl"])),
+                "",
+            ]
+            if s["nccl"]
+            else []
+        ),
         "Scaling: tokens/s per rank compared with a one-node run of the same model and batch gives the scaling",
         "efficiency; on the lab all ranks share one machine's cores, so the lab proves correctness, not speed.",
         "",
@@ -296,6 +338,8 @@ def main() -> int:
             f"restart: after step {fmt(r['last_step_before'])}, resumed at {fmt(r['resumed_at_step'])} "
             f"({fmt(r['steps_lost'])} steps lost): {r['cause']}"
         )
+    for line in transport_lines(summary["nccl"]):
+        print(f"nccl:   {line}")
     print(f"report: {run / 'report.md'}")
     for name in made:
         print(f"plot:   {run / name}")

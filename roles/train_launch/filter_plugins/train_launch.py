@@ -8,7 +8,6 @@ the manifest's node entries and the checkpoint a resume starts from.
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import json
 import math
 import os
@@ -33,6 +32,19 @@ ROLE_KEYS = {
 }
 
 _CONFIG_MODULES: dict[str, Any] = {}
+
+
+def _beside(name: str):
+    """A plugin file linked beside this one (rdma_stack's: the endpoint and NCCL rules the ladder uses too)."""
+    spec = importlib.util.spec_from_file_location(
+        f"train_launch_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+nccl_rules = _beside("rdma_stack_nccl")
 
 
 def _payload_config(payload_src: str):
@@ -112,42 +124,6 @@ def payload_default(payload_src: str, key: str) -> Any:
     return getattr(cfg.TrainConfig(), key)
 
 
-def rdma_pick(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str, Any]:
-    """The RDMA device, port and RoCEv2 GID index NCCL must use for the fabric interface.
-
-    `devices` is what rdma_stack's module rdma_sysfs_devices read from /sys/class/infiniband (the one sysfs
-    reader). On RoCE the right GID is the one of type "RoCE v2" on the fabric interface whose value is its
-    IPv4 address mapped into IPv6 (::ffff:a.b.c.d): a wrong index is the most common NCCL failure on RoCE.
-    On InfiniBand, NCCL takes the HCA and port; the GID index does not matter."""
-    names = [d.get("name") for d in devices or []]
-    out = {"devices": names, "hca": None, "port": None, "gid_index": None, "link_layer": None}
-    mapped = ipaddress.IPv6Address(f"::ffff:{ipv4}").exploded if ipv4 else None
-    ib = None
-    for dev in devices or []:
-        for port in dev.get("ports") or []:
-            if port.get("link_layer") == "InfiniBand":
-                ib = ib or {"hca": dev["name"], "port": port["port"], "link_layer": "InfiniBand"}
-                continue
-            for gid in port.get("gids") or []:
-                try:
-                    value = ipaddress.IPv6Address(gid.get("gid", "")).exploded
-                except ValueError:
-                    continue
-                if gid.get("netdev") == ifname and gid.get("type") == "RoCE v2" and value == mapped:
-                    return out | {
-                        "hca": dev["name"],
-                        "port": port["port"],
-                        "gid_index": gid["index"],
-                        "link_layer": port.get("link_layer"),
-                        "note": f"RoCEv2 GID {gid['index']} of {dev['name']} port {port['port']} carries {ipv4}",
-                    }
-    if ib:
-        return out | ib | {"note": f"InfiniBand port {ib['port']} of {ib['hca']}"}
-    if names:
-        return out | {"note": f"RDMA devices {', '.join(names)} present, none carries {ipv4} on {ifname} (RoCE v2 GID)"}
-    return out | {"note": "no RDMA device found"}
-
-
 def nccl_env(
     fabric_if: str,
     rdma: dict[str, Any],
@@ -156,12 +132,15 @@ def nccl_env(
     qos_env: dict[str, Any] | None = None,
     allow_tcp: bool = False,
     host: str = "",
+    log_dir: str = "",
 ) -> dict[str, str]:
     """Environment of the job on one host.
 
-    `rdma` is what rdma_pick found for the fabric interface: an RDMA device present but no GID carrying
-    the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails unless the
-    user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env, NCCL_IB_TC ...)."""
+    `rdma` is the endpoint rdma_stack_endpoint found for the fabric interface: an RDMA device present but no
+    GID carrying the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails
+    unless the user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env,
+    NCCL_IB_TC ...). On GPUs NCCL writes its account of the transport it chose to `log_dir`/nccl.<host>.<pid>.log
+    (INIT and NET lines, and its warnings) for the run report."""
     env = {
         "GLOO_SOCKET_IFNAME": fabric_if,
         "NCCL_SOCKET_IFNAME": fabric_if,
@@ -174,11 +153,7 @@ def nccl_env(
     }
     devices = rdma.get("devices") or []
     if rdma.get("hca"):
-        env["NCCL_IB_HCA"] = f"{rdma['hca']}:{rdma['port']}"
-        if rdma.get("gid_index") is not None:
-            env["NCCL_IB_GID_INDEX"] = str(rdma["gid_index"])
-        for key, value in (qos_env or {}).items():
-            env[str(key)] = str(value)
+        env.update(nccl_rules.nccl_ib_env(rdma, qos_env))
     elif devices and not allow_tcp:
         raise AnsibleFilterError(
             f"{host}: {rdma.get('note', 'no RDMA GID carries the fabric address')}; NCCL would fall back to TCP. "
@@ -188,6 +163,8 @@ def nccl_env(
         env["NCCL_IB_DISABLE"] = "1"
     if int(gpus) == 0:
         env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
+    elif log_dir:  # to a file: the job's own log stays readable
+        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=f"{log_dir}/nccl.%h.%p.log")
     return env
 
 
@@ -715,7 +692,6 @@ class FilterModule:
             "train_launch_payload_default": payload_default,
             "train_launch_nccl_env": nccl_env,
             "train_launch_qos_note": qos_note,
-            "train_launch_rdma_pick": rdma_pick,
             "train_launch_worker_failures": worker_failures,
             "train_launch_job_outcome": job_outcome,
             "train_launch_elastic_plan": elastic_plan,

@@ -1,0 +1,1 @@
+../../rdma_stack/filter_plugins/rdma_stack_nccl.py

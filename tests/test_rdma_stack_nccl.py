@@ -1,0 +1,146 @@
+"""rdma_stack's endpoint and NCCL rules (roles/rdma_stack/filter_plugins/rdma_stack_nccl.py), which the launch,
+the validation ladder and the run report share: the endpoint picked from what the one sysfs reader
+(rdma_sysfs_devices) returns on fake /sys/class/infiniband trees, NCCL's settings, and NCCL's log judged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.conftest import load_plugin as load
+
+SHARED = ROOT / "roles" / "rdma_stack" / "filter_plugins" / "rdma_stack_nccl.py"
+N = load("rdma_stack_nccl_under_test", SHARED)
+FIXTURES = ROOT / "tests" / "fixtures" / "validate"
+
+
+def test_one_file_serves_every_role_that_uses_it() -> None:
+    """The launch and the ladder link rdma_stack's file (a copy would let the rules drift apart)."""
+    for role in ("cluster_validate", "train_launch"):
+        link = ROOT / "roles" / role / "filter_plugins" / "rdma_stack_nccl.py"
+        assert link.is_symlink() and os.path.realpath(link) == str(SHARED), link
+    cv = load("cv_nccl_under_test", ROOT / "roles" / "cluster_validate" / "filter_plugins" / "cluster_validate.py")
+    tl = load("tl_nccl_under_test", ROOT / "roles" / "train_launch" / "filter_plugins" / "train_launch.py")
+    assert os.path.realpath(cv.nccl_rules.__file__) == os.path.realpath(tl.nccl_rules.__file__) == str(SHARED)
+    assert cv.roce_gid_of("192.168.250.201") == N.roce_gid_of("192.168.250.201")
+
+
+def fake_sysfs(
+    root, layer: str, gids: list[tuple[str, str, str]], state: str = "4: ACTIVE", dev: str = "mlx5_0"
+) -> None:
+    """A /sys/class/infiniband tree shaped like the kernel's (Documentation/ABI/stable/sysfs-class-infiniband):
+    `dev` port 1 with GIDs (value, type, netdev) at indexes 0.."""
+    port = root / dev / "ports" / "1"
+    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (port / sub).mkdir(parents=True)
+    (port / "link_layer").write_text(layer + "\n")
+    (port / "state").write_text(state + "\n")
+    for i, (gid, kind, ndev) in enumerate(gids):
+        (port / "gids" / str(i)).write_text(gid + "\n")
+        (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n")
+        (port / "gid_attrs" / "ndevs" / str(i)).write_text(ndev + "\n")
+
+
+def read_sysfs(tmp_path, root) -> list[dict]:
+    """rdma_stack's module (the one sysfs reader) run as Ansible would, on the fake tree."""
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"sysfs_root": str(root), "mad_abi_path": str(tmp_path / "x")}}))
+    module = ROOT / "roles" / "rdma_stack" / "library" / "rdma_sysfs_devices.py"
+    out = subprocess.run([sys.executable, str(module), str(args)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["devices"]
+
+
+# A RoCE port as mlx5 lays it out: link-local GIDs (v1, v2) first, then the IPv4-mapped ones.
+ROCE_GIDS = [
+    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "IB/RoCE v1", "rdma0"),
+    ("fe80:0000:0000:0000:0e42:a1ff:fe00:0001", "RoCE v2", "rdma0"),
+    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "IB/RoCE v1", "rdma0"),
+    ("0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "rdma0"),
+]
+IB_GIDS = [("fe80:0000:0000:0000:0002:c903:0000:0001", "IB/RoCE v1", "")]
+
+
+@pytest.mark.parametrize(
+    ("layer", "gids", "state", "ipv4", "hca", "gid_index", "note"),
+    [
+        ("Ethernet", ROCE_GIDS, "4: ACTIVE", "10.0.0.1", "mlx5_0", 3, "RoCEv2 GID 3 of mlx5_0 port 1 carries 10.0.0.1"),
+        ("Ethernet", ROCE_GIDS, "4: ACTIVE", "10.0.0.2", None, None, "RDMA devices mlx5_0 present, none carries"),
+        ("Ethernet", [(g, t, "eth9") for g, t, _ in ROCE_GIDS], "4: ACTIVE", "10.0.0.1", None, None, "RDMA devices"),
+        # Only the v1 GID carries the address: NCCL and perftest need v2 (routable) on a RoCEv2 fabric.
+        ("Ethernet", ROCE_GIDS[:3], "4: ACTIVE", "10.0.0.1", None, None, "RDMA devices mlx5_0 present"),
+        ("InfiniBand", IB_GIDS, "4: ACTIVE", "10.0.0.1", "mlx5_0", None, "InfiniBand port 1 of mlx5_0 (ACTIVE)"),
+        # A port still waiting for the subnet manager carries no traffic.
+        ("InfiniBand", IB_GIDS, "2: INIT", "10.0.0.1", None, None, "RDMA devices mlx5_0 present"),
+    ],
+)
+def test_endpoint_from_the_sysfs_reader(tmp_path, layer, gids, state, ipv4, hca, gid_index, note) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, layer, gids, state)
+    got = N.endpoint(read_sysfs(tmp_path, root), "rdma0", ipv4)
+    assert (got["hca"], got["gid_index"]) == (hca, gid_index)
+    assert got["note"].startswith(note), got
+    assert got["devices"] == ["mlx5_0"]
+
+
+def test_endpoint_prefers_the_roce_port_that_carries_the_address(tmp_path) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, "InfiniBand", IB_GIDS, dev="mlx5_0")
+    fake_sysfs(root, "Ethernet", [(g, t, "rdma0") for g, t, _ in ROCE_GIDS], dev="mlx5_1")
+    got = N.endpoint(read_sysfs(tmp_path, root), "rdma0", "10.0.0.1")
+    assert (got["hca"], got["port"], got["gid_index"], got["link_layer"]) == ("mlx5_1", 1, 3, "Ethernet")
+
+
+def test_endpoint_without_devices(tmp_path) -> None:
+    assert N.endpoint(read_sysfs(tmp_path, tmp_path / "none"), "rdma0", "10.0.0.1")["note"] == "no RDMA device found"
+    assert N.endpoint(None, "rdma0", "")["hca"] is None
+
+
+def test_roce_gid_of_address() -> None:
+    assert N.roce_gid_of("192.168.250.201") == "0000:0000:0000:0000:0000:ffff:c0a8:fac9"
+
+
+@pytest.mark.parametrize(
+    ("ep", "qos", "env"),
+    [
+        ({"hca": "mlx5_0", "port": 1, "gid_index": 3}, {"NCCL_IB_TC": 106},
+         {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}),
+        ({"hca": "mlx5_2", "port": 1, "gid_index": None}, {"NCCL_IB_SL": 3},
+         {"NCCL_IB_HCA": "mlx5_2:1", "NCCL_IB_SL": "3"}),
+        # No RDMA endpoint: NCCL uses sockets, a traffic class would mean nothing.
+        ({"hca": None, "devices": ["mlx5_0"]}, {"NCCL_IB_TC": 106}, {}),
+        (None, None, {}),
+    ],
+)  # fmt: skip
+def test_nccl_env_follows_the_endpoint(ep, qos, env) -> None:
+    assert N.nccl_ib_env(ep, qos) == env
+
+
+def _nccl(name: str) -> list[str]:
+    return (FIXTURES / name).read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected", "require_gdr", "statuses"),
+    [
+        ("nccl_roce_gdr.txt", True, True, [("nccl transport", "pass"), ("gpudirect rdma", "pass")]),
+        ("nccl_roce_no_gdr.txt", True, True, [("nccl transport", "pass"), ("gpudirect rdma", "fail")]),
+        ("nccl_roce_no_gdr.txt", True, False, [("nccl transport", "pass"), ("gpudirect rdma", "skip")]),
+        ("nccl_socket.txt", True, True, [("nccl transport", "fail")]),
+        ("nccl_socket.txt", False, True, [("nccl transport", "skip")]),
+    ],
+)
+def test_transport_checks_on_recorded_logs(fixture, expected, require_gdr, statuses) -> None:
+    checks = N.transport_checks(N.parse_nccl_log(_nccl(fixture)), expected, require_gdr)
+    assert [(c, s) for c, s, _ in checks] == statuses
+
+
+def test_transport_checks_on_an_empty_log() -> None:
+    assert N.transport_checks(N.parse_nccl_log([]), True) == [
+        ("nccl transport", "skip", "NCCL's log does not show its transport"),
+        ("gpudirect rdma", "skip", "NCCL's log does not show GPUDirect RDMA"),
+    ]
