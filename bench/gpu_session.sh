@@ -18,3 +18,18 @@ if [ -n "${E2E:-}" ]; then  # the real command line end to end: train (defaults)
     timeout 60 python3 payload/train.py generate --out_dir=/tmp/e2e --prompt="ROMEO:" --max_new_tokens=30 2>&1 | tail -4
     python3 -c "import json; r=json.load(open('/tmp/e2e/result.json')); print({k: r[k] for k in ('status','tokens_per_s','mfu','final_val_loss','device','dtype')})"
 fi
+if [ -z "${SKIP_NCCL:-}" ] && [ -f roles/cluster_validate/files/probe.py ]; then
+    # The ladder's all-reduce probe on a real NCCL (one rank: no network channels): its debug file is written,
+    # read back, and rdma_stack's parser reads the version and the network from it.
+    timeout 120 python3 roles/cluster_validate/files/probe.py allreduce --rank=0 --world=1 --master=127.0.0.1 \
+        --port=29611 --ifname=lo --backend=nccl --sizes=1048576 --iters=3 > "$OUT/nccl-probe.json" 2>"$OUT/nccl-probe.err"
+    python3 - "$OUT/nccl-probe.json" <<'PY'
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("n", "roles/rdma_stack/filter_plugins/rdma_stack_nccl.py")
+n = importlib.util.module_from_spec(spec); spec.loader.exec_module(n)
+out = json.load(open(sys.argv[1]))
+parsed = n.parse_nccl_log(out.get("nccl_log"))
+print("nccl probe:", {k: out.get(k) for k in ("ok", "backend", "error")}, len(out.get("nccl_log") or []), "log lines")
+print("parsed:", {k: parsed[k] for k in ("version", "network", "devices", "channels", "warnings")})
+PY
+fi

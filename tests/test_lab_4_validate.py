@@ -206,7 +206,12 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     tcp = by["tcp_bw"]
     # veth: no line rate, so no absolute threshold; the consistency check against the best pair finds the host.
     assert tcp["status"] == "fail" and tcp["threshold"] is None and throttled in tcp["reason"]
-    assert len(tcp["pairs"]) == 3 and all(p["gbps"] is not None for p in tcp["pairs"]), tcp["pairs"]
+    assert len(tcp["pairs"]) == 3, tcp["pairs"]
+    # The healthy pair is measured. A pair with the throttled host is measured low, or (a 2-core CI machine under
+    # load: iperf3's end-of-test exchange queued behind a 10 Mbit/s tbf once ran past the probe's limit) fails
+    # with the tool's error: the verdict names the pair either way.
+    for p in tcp["pairs"]:
+        assert p["gbps"] is not None or (throttled in p["pair"] and p.get("error")), p
     assert sorted(verdict["matrix"]["failed"]) == verdict["bad_pairs"]
     assert "[FAIL] tcp_bw" in proc.stdout and "[SKIP] rdma_bw" in proc.stdout
     # Went on: the all-reduce ran (a small size: the throttled link is 10 Mbit/s), the switch rung read the drops.
