@@ -6,7 +6,7 @@ Rank, world size and master address come only from the torchrun environment.
   torchrun --standalone --nproc_per_node=8 payload/train.py --data=corpus/ --model=gpt2 --out_dir=runs/r1
 
   # two nodes: the same line on both, only --rdzv-conf/--local-addr differ (see payload/README.md)
-  TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 NCCL_SOCKET_IFNAME=ens192 GLOO_SOCKET_IFNAME=ens192 \
+  TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 NCCL_SOCKET_IFNAME==ens192 GLOO_SOCKET_IFNAME=ens192 \
   torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 \
       --rdzv-conf is_host=1 --local-addr=10.0.0.1 payload/train.py --engine=deepspeed --zero_stage=2 ...
 

@@ -108,16 +108,24 @@ def test_roce_gid_of_address() -> None:
     ("ep", "qos", "env"),
     [
         ({"hca": "mlx5_0", "port": 1, "gid_index": 3}, {"NCCL_IB_TC": 106},
-         {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}),
+         {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}),
         ({"hca": "mlx5_2", "port": 1, "gid_index": None}, {"NCCL_IB_SL": 3},
-         {"NCCL_IB_HCA": "mlx5_2:1", "NCCL_IB_SL": "3"}),
+         {"NCCL_IB_HCA": "=mlx5_2:1", "NCCL_IB_SL": "3"}),
         # No RDMA endpoint: NCCL uses sockets, a traffic class would mean nothing.
         ({"hca": None, "devices": ["mlx5_0"]}, {"NCCL_IB_TC": 106}, {}),
         (None, None, {}),
     ],
 )  # fmt: skip
 def test_nccl_env_follows_the_endpoint(ep, qos, env) -> None:
-    assert N.nccl_ib_env(ep, qos) == env
+    assert N.nccl_env(ep, qos) == env
+    assert N.nccl_env(ep, qos, "ens1") == {"NCCL_SOCKET_IFNAME": "=ens1", **env}
+
+
+def test_nccl_names_match_exactly() -> None:
+    """NCCL reads NCCL_IB_HCA and NCCL_SOCKET_IFNAME as prefixes unless they start with "=": on a node with twelve
+    HCAs, "mlx5_1:1" would also take mlx5_10 and mlx5_11 (other rails, other subnets)."""
+    env = N.nccl_env({"hca": "mlx5_1", "port": 1, "gid_index": 3}, None, "ens1")
+    assert env["NCCL_IB_HCA"] == "=mlx5_1:1" and env["NCCL_SOCKET_IFNAME"] == "=ens1"
 
 
 def _nccl(name: str) -> list[str]:

@@ -89,16 +89,17 @@ QOS = {"NCCL_IB_TC": 106, "NCCL_IB_SL": 3}
     ("rdma", "gpus", "qos", "allow_tcp", "has", "lacks"),
     [
         (NO_RDMA, 0, None, False, {"NCCL_IB_DISABLE": "1", "DS_ACCELERATOR": "cpu"}, ["NCCL_IB_HCA"]),
-        (ROCE, 8, QOS, False, {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}, []),
-        (ROCE, 8, None, False, {"NCCL_IB_HCA": "mlx5_0:1"}, ["NCCL_IB_DISABLE", "DS_ACCELERATOR", "NCCL_IB_TC"]),
-        (IB, 8, {}, False, {"NCCL_IB_HCA": "mlx5_0:1"}, ["NCCL_IB_GID_INDEX"]),
+        (ROCE, 8, QOS, False, {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106"}, []),
+        (ROCE, 8, None, False, {"NCCL_IB_HCA": "=mlx5_0:1"}, ["NCCL_IB_DISABLE", "DS_ACCELERATOR", "NCCL_IB_TC"]),
+        (IB, 8, {}, False, {"NCCL_IB_HCA": "=mlx5_0:1"}, ["NCCL_IB_GID_INDEX"]),
         (NO_GID, 8, QOS, True, {"NCCL_IB_DISABLE": "1"}, ["NCCL_IB_HCA", "NCCL_IB_TC"]),
         (NO_RDMA, 0, QOS, False, {"NCCL_IB_DISABLE": "1"}, ["NCCL_IB_TC"]),
     ],
 )
 def test_nccl_env(rdma, gpus, qos, allow_tcp, has, lacks) -> None:
     env = F.nccl_env("rdma0", rdma, 2, gpus, qos, allow_tcp, "n1")
-    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "rdma0"
+    # gloo takes the name; NCCL a prefix unless it starts with "=" (rdma_stack_nccl.nccl_env).
+    assert (env["GLOO_SOCKET_IFNAME"], env["NCCL_SOCKET_IFNAME"]) == ("rdma0", "=rdma0")
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1" and env["OMP_NUM_THREADS"] == "2"
     assert {k: env.get(k) for k in has} == has
     assert not [k for k in lacks if k in env]

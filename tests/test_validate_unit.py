@@ -775,12 +775,12 @@ def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
             "--master=10.0.0.1",
             "--port=1",
             "--ifname=ens192",
-            "--env=NCCL_IB_HCA=mlx5_0:1",
+            "--env=NCCL_IB_HCA==mlx5_0:1",
             "--env=NCCL_IB_GID_INDEX=3",
             "--env=NCCL_IB_TC=106",
         ]
     )
-    assert probe.nccl_env(args) == {"NCCL_IB_TC": "106", "NCCL_IB_HCA": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
+    assert probe.nccl_env(args) == {"NCCL_IB_TC": "106", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
     noise = ["ubunturdma1:1:1 [0] NCCL INFO cudaDriverVersion 12090", "ubunturdma1:1:1 [0] NCCL INFO comm 0x5 rank 0"]
     (tmp_path / "nccl.ubunturdma1.41327").write_text("\n".join(noise + _nccl("nccl_roce_gdr.txt")) + "\n")
     kept = probe.nccl_log(tmp_path)

@@ -228,7 +228,7 @@ def allreduce(args) -> dict:
     (every rank contributes rank+1, so each element must equal n(n+1)/2). On NCCL, every rank returns the lines
     of NCCL's debug log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
-    os.environ.setdefault("NCCL_SOCKET_IFNAME", args.ifname)
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "=" + args.ifname)  # exact name (NCCL matches a prefix otherwise)
 
     import torch
     import torch.distributed as dist

@@ -75,13 +75,19 @@ def endpoint(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str,
     return out | {"note": "no RDMA device found"}
 
 
-def nccl_ib_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None) -> dict[str, str]:
-    """NCCL's RDMA settings for an endpoint: NCCL_IB_HCA (device:port), NCCL_IB_GID_INDEX on RoCE, and the
-    host's QoS fact (ansible_local.rdma_qos.nccl_env: NCCL_IB_TC on RoCE, NCCL_IB_SL on InfiniBand). Empty
-    where the endpoint has no HCA: NCCL does not use RDMA there, so a traffic class would mean nothing."""
+def nccl_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None, ifname: str = "") -> dict[str, str]:
+    """NCCL's settings for a host: NCCL_SOCKET_IFNAME (its bootstrap interface) and, where the endpoint has an
+    HCA, NCCL_IB_HCA (device:port), NCCL_IB_GID_INDEX on RoCE and the host's QoS fact
+    (ansible_local.rdma_qos.nccl_env: NCCL_IB_TC on RoCE, NCCL_IB_SL on InfiniBand). Without an HCA NCCL does
+    not use RDMA, so a traffic class would mean nothing.
+
+    Both names carry NCCL's `=` (exact match): NCCL matches them as prefixes otherwise, so `mlx5_1:1` would
+    also select mlx5_10 and mlx5_11 on a host with twelve HCAs (an 8-GPU node with storage NICs), and `ens1`
+    every ens1f* port."""
+    env = {"NCCL_SOCKET_IFNAME": f"={ifname}"} if ifname else {}
     if not ep or not ep.get("hca"):
-        return {}
-    env = {"NCCL_IB_HCA": f"{ep['hca']}:{ep['port']}"}
+        return env
+    env["NCCL_IB_HCA"] = f"={ep['hca']}:{ep['port']}"
     if ep.get("gid_index") is not None:
         env["NCCL_IB_GID_INDEX"] = str(ep["gid_index"])
     env.update({str(k): str(v) for k, v in (qos_env or {}).items()})
@@ -179,6 +185,6 @@ class FilterModule:
     def filters(self):
         return {
             "rdma_stack_endpoint": endpoint,
-            "rdma_stack_nccl_env": nccl_ib_env,
+            "rdma_stack_nccl_env": nccl_env,
             "rdma_stack_nccl_transport": parse_nccl_log,
         }

@@ -143,7 +143,6 @@ def nccl_env(
     (INIT and NET lines, and its warnings) for the run report."""
     env = {
         "GLOO_SOCKET_IFNAME": fabric_if,
-        "NCCL_SOCKET_IFNAME": fabric_if,
         # Reliable restarts of the c10d rendezvous (the shared TCP store broke 2 of 5 restarts in the lab).
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "OMP_NUM_THREADS": str(max(int(threads), 1)),
@@ -151,15 +150,14 @@ def nccl_env(
         # torch logs in local time without a zone: UTC on every host makes the hosts' logs comparable.
         "TZ": "UTC",
     }
-    devices = rdma.get("devices") or []
-    if rdma.get("hca"):
-        env.update(nccl_rules.nccl_ib_env(rdma, qos_env))
-    elif devices and not allow_tcp:
-        raise AnsibleFilterError(
-            f"{host}: {rdma.get('note', 'no RDMA GID carries the fabric address')}; NCCL would fall back to TCP. "
-            "Fix the fabric address / RoCE GID table (show_gids), or set train_launch_allow_tcp=true to train over TCP"
-        )
-    else:
+    env.update(nccl_rules.nccl_env(rdma, qos_env, fabric_if))
+    if not rdma.get("hca"):
+        if rdma.get("devices") and not allow_tcp:
+            raise AnsibleFilterError(
+                f"{host}: {rdma.get('note', 'no RDMA GID carries the fabric address')}; NCCL would fall back to TCP. "
+                "Fix the fabric address / RoCE GID table (show_gids), or set train_launch_allow_tcp=true to train "
+                "over TCP"
+            )
         env["NCCL_IB_DISABLE"] = "1"
     if int(gpus) == 0:
         env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
