@@ -95,6 +95,69 @@ def test_endpoint_prefers_the_roce_port_that_carries_the_address(tmp_path) -> No
     assert (got["hca"], got["port"], got["gid_index"], got["link_layer"]) == ("mlx5_1", 1, 3, "Ethernet")
 
 
+def _roce(ifname: str, last: str, offset: int = 0) -> list[tuple[str, str, str]]:
+    """A RoCE port's GIDs for 10.0.<n>.1 on `ifname`, its RoCE v2 one at index 3 + offset."""
+    lead = [(f"fe80:0000:0000:0000:0e42:a1ff:fe00:00{i:02x}", "IB/RoCE v1", "") for i in range(offset)]
+    mapped = f"0000:0000:0000:0000:0000:ffff:0a00:{last}"
+    return [
+        *lead,
+        *((g, t, ifname) for g, t, _ in ROCE_GIDS[:2]),
+        (mapped, "IB/RoCE v1", ifname),
+        (mapped, "RoCE v2", ifname),
+    ]
+
+
+RAIL_IFS = [
+    {"name": "ens1f0", "addresses": ["10.0.0.1/24"]},
+    {"name": "ens2f0", "addresses": ["fd00::1/64", "10.0.1.1/24"]},
+    {"name": "ens3f0", "addresses": ["10.0.2.1/24"]},  # no RDMA device carries it: not a rail
+]
+
+
+def test_rails_one_per_fabric_interface_that_carries_its_address(tmp_path) -> None:
+    """A node with a NIC per GPU: NCCL gets every rail, not the first NIC only (1/8 of an 8-rail node's bandwidth)."""
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, "Ethernet", _roce("ens1f0", "0001"), dev="mlx5_0")
+    fake_sysfs(root, "Ethernet", _roce("ens2f0", "0101"), dev="mlx5_1")
+    got = N.rails(read_sysfs(tmp_path, root), RAIL_IFS)
+    assert (got["hca"], got["gid_index"]) == ("mlx5_0", 3)
+    assert [(r["hca"], r["port"], r["gid_index"], r["interface"]) for r in got["rails"]] == [
+        ("mlx5_0", 1, 3, "ens1f0"), ("mlx5_1", 1, 3, "ens2f0")]  # fmt: skip
+    assert got["note"].endswith("; rails mlx5_0:1 (ens1f0), mlx5_1:1 (ens2f0)")
+    env = N.nccl_env(got, {"NCCL_IB_TC": 106}, "ens1f0")
+    assert env == {"NCCL_SOCKET_IFNAME": "=ens1f0", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_GID_INDEX": "3",
+                   "NCCL_IB_TC": "106"}  # fmt: skip
+
+
+def test_rails_with_different_gid_indexes_leave_the_index_to_nccl(tmp_path) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, "Ethernet", _roce("ens1f0", "0001"), dev="mlx5_0")
+    fake_sysfs(root, "Ethernet", _roce("ens2f0", "0101", offset=2), dev="mlx5_1")
+    got = N.rails(read_sysfs(tmp_path, root), RAIL_IFS)
+    assert [r["gid_index"] for r in got["rails"]] == [3, 5]
+    env = N.nccl_env(got)
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1" and "NCCL_IB_GID_INDEX" not in env
+    assert "GID indexes differ" in got["note"]
+
+
+def test_rails_on_infiniband_are_the_active_ports(tmp_path) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, "InfiniBand", IB_GIDS, dev="mlx5_0")
+    fake_sysfs(root, "InfiniBand", IB_GIDS, state="1: DOWN", dev="mlx5_1")
+    fake_sysfs(root, "InfiniBand", IB_GIDS, dev="mlx5_2")
+    got = N.rails(read_sysfs(tmp_path, root), [{"name": "ib0", "addresses": ["10.1.0.1/16"]}])
+    assert got["hca"] == "mlx5_0" and [r["hca"] for r in got["rails"]] == ["mlx5_0", "mlx5_2"]
+    assert N.nccl_env(got) == {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_2:1"}
+
+
+def test_no_rails_without_an_endpoint_on_the_fabric_interface(tmp_path) -> None:
+    root = tmp_path / "infiniband"
+    fake_sysfs(root, "Ethernet", _roce("ens2f0", "0101"), dev="mlx5_1")
+    got = N.rails(read_sysfs(tmp_path, root), RAIL_IFS)
+    assert got["hca"] is None and got["rails"] == [] and N.nccl_env(got, {"NCCL_IB_TC": 106}) == {}
+    assert N.rails([], [])["note"] == "no RDMA device found"
+
+
 def test_endpoint_without_devices(tmp_path) -> None:
     assert N.endpoint(read_sysfs(tmp_path, tmp_path / "none"), "rdma0", "10.0.0.1")["note"] == "no RDMA device found"
     assert N.endpoint(None, "rdma0", "")["hca"] is None

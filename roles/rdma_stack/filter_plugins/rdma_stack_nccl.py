@@ -75,9 +75,53 @@ def endpoint(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str,
     return out | {"note": "no RDMA device found"}
 
 
+def _ipv4(addresses: list[str] | None) -> str:
+    for cidr in addresses or []:
+        try:
+            iface = ipaddress.ip_interface(str(cidr))
+        except ValueError:
+            continue
+        if iface.version == 4:
+            return str(iface.ip)
+    return ""
+
+
+def rails(devices: list[dict[str, Any]], interfaces: list[dict[str, Any]]) -> dict[str, Any]:
+    """The host's endpoint and every rail NCCL should use, from its fabric interfaces (cluster_fabric_interfaces:
+    `name`, `addresses`; the first is the host's fabric interface).
+
+    Returns endpoint() of the first interface with "rails": [{"hca", "port", "gid_index", "interface"}]: on RoCE
+    one per fabric interface whose RoCE v2 GID carries its IPv4 address, on InfiniBand every ACTIVE port (what
+    NCCL would take itself, made explicit). An 8-GPU node with a NIC per GPU gets its eight NICs, not one. No
+    rails where the first interface has no endpoint: NCCL does not use RDMA there."""
+    named = [(i.get("name") or "", _ipv4(i.get("addresses"))) for i in interfaces or []] or [("", "")]
+    first = endpoint(devices, *named[0])
+    out: list[dict[str, Any]] = []
+    if first["link_layer"] == "InfiniBand":
+        out = [
+            {"hca": dev["name"], "port": port["port"], "gid_index": None, "interface": None}
+            for dev in devices or []
+            for port in dev.get("ports") or []
+            if port.get("link_layer") == "InfiniBand" and "ACTIVE" in (port.get("state") or "")
+        ]
+    elif first["hca"]:
+        for name, ipv4 in named:
+            ep = endpoint(devices, name, ipv4)
+            if ep["hca"] and ep["link_layer"] != "InfiniBand":
+                out.append({"hca": ep["hca"], "port": ep["port"], "gid_index": ep["gid_index"], "interface": name})
+    unique = list({(r["hca"], r["port"]): r for r in out}.values())
+    if len(unique) > 1:
+        first["note"] += "; rails " + ", ".join(
+            f"{r['hca']}:{r['port']}" + (f" ({r['interface']})" if r["interface"] else "") for r in unique
+        )
+        if len({r["gid_index"] for r in unique}) > 1:
+            first["note"] += ": GID indexes differ, NCCL picks each port's RoCE v2 IPv4 GID itself (NCCL 2.21 or later)"
+    return first | {"rails": unique}
+
+
 def nccl_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None, ifname: str = "") -> dict[str, str]:
     """NCCL's settings for a host: NCCL_SOCKET_IFNAME (its bootstrap interface) and, where the endpoint has an
-    HCA, NCCL_IB_HCA (device:port), NCCL_IB_GID_INDEX on RoCE and the host's QoS fact
+    HCA, NCCL_IB_HCA (device:port of every rail), NCCL_IB_GID_INDEX on RoCE and the host's QoS fact
     (ansible_local.rdma_qos.nccl_env: NCCL_IB_TC on RoCE, NCCL_IB_SL on InfiniBand). Without an HCA NCCL does
     not use RDMA, so a traffic class would mean nothing.
 
@@ -87,9 +131,12 @@ def nccl_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None, i
     env = {"NCCL_SOCKET_IFNAME": f"={ifname}"} if ifname else {}
     if not ep or not ep.get("hca"):
         return env
-    env["NCCL_IB_HCA"] = f"={ep['hca']}:{ep['port']}"
-    if ep.get("gid_index") is not None:
-        env["NCCL_IB_GID_INDEX"] = str(ep["gid_index"])
+    used = ep.get("rails") or [ep]
+    env["NCCL_IB_HCA"] = "=" + ",".join(f"{r['hca']}:{r['port']}" for r in used)
+    # One index for every rail; where they differ NCCL finds each port's RoCE v2 IPv4 GID (its default since 2.21).
+    indexes = {r.get("gid_index") for r in used}
+    if len(indexes) == 1 and None not in indexes:
+        env["NCCL_IB_GID_INDEX"] = str(indexes.pop())
     env.update({str(k): str(v) for k, v in (qos_env or {}).items()})
     return env
 
@@ -184,7 +231,7 @@ def transport_checks(nccl: dict[str, Any], rdma_expected: bool, require_gdr: boo
 class FilterModule:
     def filters(self):
         return {
-            "rdma_stack_endpoint": endpoint,
+            "rdma_stack_endpoint": rails,
             "rdma_stack_nccl_env": nccl_env,
             "rdma_stack_nccl_transport": parse_nccl_log,
         }
