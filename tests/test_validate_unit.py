@@ -354,6 +354,35 @@ def test_node_health_roce_faults() -> None:
     assert down["status"] == "fail" and "DOWN" in down["reason"]
 
 
+def test_node_health_checks_every_rail() -> None:
+    """A node with a NIC per GPU: each other fabric interface is checked as the first (NCCL trains on all)."""
+    interfaces = [{"name": "rdma0", "addresses": ["10.77.250.11/24"]},
+                  {"name": "rdma1", "addresses": ["10.77.251.11/24"], "mtu": 9000}]  # fmt: skip
+    want = WANT | {"rails": cv.rail_expect(interfaces)}
+    assert want["rails"] == [{"interface": "rdma1", "address": "10.77.251.11", "mtu": 9000}]
+    probe = _roce_probe()
+    gid = {"index": 3, "gid": cv.roce_gid_of("10.77.251.11"), "type": "RoCE v2", "netdev": "rdma1"}
+    rail = {"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet", "rate": "100 Gb/sec (2X HDR)", "gids": [gid]}
+    probe["rdma"]["devices"].append({"name": "mlx5_1", "ports": [rail]})
+    probe["ibv_devinfo"] += fixture("ibv_devinfo_roce.txt").replace("mlx5_0", "mlx5_1")
+    probe["rails"] = {"rdma1": _nic(speed_mbps=100000, virtual=False)}
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert rung["status"] == "pass", rung["reason"]
+    gids = [c["detail"] for c in rung["checks"] if c["check"] == "roce v2 gid"]
+    assert gids == ["mlx5_0 port 1 GID index 3 is RoCE v2 for 10.77.250.11",
+                    "mlx5_1 port 1 GID index 3 is RoCE v2 for 10.77.251.11"]  # fmt: skip
+    assert rung["speeds"] == {"n1": 25.0}  # the slowest rail holds the node's line rate
+    # A rail whose port carries its address only as RoCE v1, or bound to no port, or gone, fails the node.
+    gid["type"] = "IB/RoCE v1"
+    assert "mlx5_1 port 1 carries 10.77.251.11 only as IB/RoCE v1" in cv.evaluate_node_health(
+        {"n1": probe}, {"n1": want})["reason"]  # fmt: skip
+    rail["gids"] = []
+    assert "no RDMA port is bound to rdma1" in cv.evaluate_node_health({"n1": probe}, {"n1": want})["reason"]
+    probe["rails"] = {}
+    gone = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert gone["status"] == "fail" and "fabric interface rdma1 does not exist" in gone["reason"]
+
+
 def test_node_health_pvrdma_is_flagged() -> None:
     rung = cv.evaluate_node_health(
         {"n1": _roce_probe(devinfo="ibv_devinfo_pvrdma.txt", name="rocep11s0")}, {"n1": WANT}
@@ -649,8 +678,9 @@ def test_node_probe_on_fake_trees(tmp_path: Path, capsys) -> None:
     assert probe.modules(tmp_path / "lab") is None
     assert probe.nic(tmp_path / "lab", "ens192") == {"name": "ens192", "exists": False}
     # The command line the role runs: `probe.py node` prints one JSON object.
-    assert probe.main(["node", "--ifname", "rdma0", "--root", str(tmp_path / "lab")]) == 0
-    assert json.loads(capsys.readouterr().out)["nic"]["mtu"] == 9000
+    assert probe.main(["node", "--ifname", "rdma0", "--rail", "ens192", "--root", str(tmp_path / "lab")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nic"]["mtu"] == 9000 and out["rails"] == {"ens192": {"name": "ens192", "exists": False}}
     # The controller-side decision on that VF: an SR-IOV note.
     rung = cv.evaluate_node_health({"n1": {"nic": nic, "modules": ["ib_core"]}}, {"n1": WANT})
     assert any("SR-IOV" in n for n in rung["notes"])

@@ -105,6 +105,7 @@ def node_facts(args) -> dict:
     root = Path(args.root)
     return {
         "nic": nic(root, args.ifname),
+        "rails": {name: nic(root, name) for name in args.rail or []},
         "rdma_drivers": rdma_drivers(root),
         "modules": modules(root),
         "gpus": gpus(root),
@@ -296,6 +297,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="probe", required=True)
     node_ap = sub.add_parser("node", help="read-only facts: fabric NIC, RDMA drivers, modules, GPUs")
     node_ap.add_argument("--ifname", required=True)
+    node_ap.add_argument("--rail", action="append", help="another fabric interface (a NIC per GPU), repeatable")
     node_ap.add_argument("--root", default="/")
     node_ap.set_defaults(run=node_facts)
     ping_ap = sub.add_parser("ping", help="ping every peer's fabric address at once")

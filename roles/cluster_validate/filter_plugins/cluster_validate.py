@@ -524,45 +524,17 @@ def evaluate_node_health(probes, expect):
         if probe is None:
             checks.append(_check(host, "probe", "fail", "no probe result (host failed or unreachable)"))
             continue
-        nic = probe.get("nic") or {}
         ifname = want["interface"]
-        if not nic.get("exists"):
-            checks.append(_check(host, "fabric nic", "fail", f"fabric interface {ifname} does not exist"))
+        nic_checks, rate = _nic_checks(host, ifname, probe.get("nic") or {}, want["mtu"])
+        checks += nic_checks
+        if rate is False:
             continue
-        state = nic.get("operstate")
-        checks.append(
-            _check(
-                host,
-                "fabric nic",
-                "pass" if state in ("up", "unknown") and nic.get("carrier", 1) else "fail",
-                f"{ifname} operstate {state}, carrier {nic.get('carrier')}",
-            )
-        )
-        mtu = nic.get("mtu")
-        checks.append(
-            _check(
-                host,
-                "mtu",
-                "pass" if mtu is not None and mtu >= want["mtu"] else "fail",
-                f"{ifname} MTU {mtu} (configured {want['mtu']})",
-                value=mtu,
-                threshold=want["mtu"],
-                unit="bytes",
-            )
-        )
-        # A virtual NIC (veth, bridge, tun: no device behind it) reports a nominal speed (veth says 10000 Mb/s
-        # whatever the path does): that is no line rate to hold a link to.
-        rate = None if nic.get("virtual") else link_rate_gbps(nic.get("speed_mbps"))
         speeds[host] = rate
-        if rate is None:
-            nominal = f", its nominal {nic['speed_mbps']} Mb/s ignored" if nic.get("speed_mbps") else ""
-            why = f"virtual NIC (no device behind it{nominal})" if nic.get("virtual") else "not reported"
-            checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
-        else:
-            checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
+        nic = probe.get("nic") or {}
         if nic.get("sriov_vf"):
             notes.append(f"{host}: {ifname} is an {SRIOV_NOTE}")
         checks += _rdma_checks(host, want, probe, notes, speeds)
+        checks += _rail_checks(host, want, probe, notes, speeds)
         checks += _module_checks(host, want, probe)
         checks += _gpu_checks(host, want, probe)
     good = [h for h in expect if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
@@ -577,6 +549,68 @@ def evaluate_node_health(probes, expect):
         notes=notes,
         speeds=speeds,
     )
+
+
+def _nic_checks(host, ifname, nic, want_mtu):
+    """A fabric interface: present, up, its MTU, its line rate. Returns (checks, rate in Gb/s | None), rate False
+    when the interface does not exist."""
+    if not nic.get("exists"):
+        return [_check(host, "fabric nic", "fail", f"fabric interface {ifname} does not exist")], False
+    state = nic.get("operstate")
+    up = state in ("up", "unknown") and nic.get("carrier", 1)
+    checks = [
+        _check(
+            host, "fabric nic", "pass" if up else "fail", f"{ifname} operstate {state}, carrier {nic.get('carrier')}"
+        )
+    ]
+    mtu = nic.get("mtu")
+    checks.append(
+        _check(
+            host,
+            "mtu",
+            "pass" if mtu is not None and mtu >= want_mtu else "fail",
+            f"{ifname} MTU {mtu} (configured {want_mtu})",
+            value=mtu,
+            threshold=want_mtu,
+            unit="bytes",
+        )
+    )
+    # A virtual NIC (veth, bridge, tun: no device behind it) reports a nominal speed (veth says 10000 Mb/s
+    # whatever the path does): that is no line rate to hold a link to.
+    rate = None if nic.get("virtual") else link_rate_gbps(nic.get("speed_mbps"))
+    if rate is None:
+        nominal = f", its nominal {nic['speed_mbps']} Mb/s ignored" if nic.get("speed_mbps") else ""
+        why = f"virtual NIC (no device behind it{nominal})" if nic.get("virtual") else "not reported"
+        checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
+    else:
+        checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
+    return checks, rate
+
+
+def rail_expect(interfaces):
+    """node_health's expectations of the fabric interfaces after the first (the rails of a node with a NIC per
+    GPU, which NCCL uses): [{"interface", "address", "mtu"}]."""
+    return [
+        {"interface": i["name"], "address": nccl_rules.first_ipv4(i.get("addresses")), "mtu": int(i.get("mtu") or 1500)}
+        for i in (interfaces or [])[1:]
+    ]
+
+
+def _rail_checks(host, want, probe, notes, speeds):
+    """The other fabric interfaces (want["rails"]) as the first: the NIC, and on RoCE its RDMA port (bound,
+    ACTIVE, MTU, the RoCE v2 GID of its address). On InfiniBand every port is checked with the first already."""
+    checks = []
+    nics = probe.get("rails") or {}
+    for rail in want.get("rails") or []:
+        nic_checks, rate = _nic_checks(host, rail["interface"], nics.get(rail["interface"]) or {}, rail["mtu"])
+        checks += nic_checks
+        if rate is False:
+            continue
+        if rate is not None:
+            speeds[host] = rate if speeds.get(host) is None else min(rate, speeds[host])
+        if want.get("link_layer", "ethernet") == "ethernet" and (probe.get("rdma") or {}).get("devices"):
+            checks += _rdma_checks(host, want | rail | {"devices": []}, probe, notes, speeds)
+    return checks
 
 
 def _rdma_checks(host, want, probe, notes, speeds):
@@ -1277,6 +1311,7 @@ class FilterModule:
             "cluster_validate_reachability": evaluate_reachability,
             "cluster_validate_path_mtu": evaluate_path_mtu,
             "cluster_validate_node_health": evaluate_node_health,
+            "cluster_validate_rail_expect": rail_expect,
             "cluster_validate_pairs": evaluate_pairs,
             "cluster_validate_latency": evaluate_latency,
             "cluster_validate_allreduce": evaluate_allreduce,

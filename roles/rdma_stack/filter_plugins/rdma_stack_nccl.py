@@ -75,7 +75,8 @@ def endpoint(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str,
     return out | {"note": "no RDMA device found"}
 
 
-def _ipv4(addresses: list[str] | None) -> str:
+def first_ipv4(addresses: list[str] | None) -> str:
+    """The first IPv4 address of a fabric interface's `addresses` (CIDR), "" when it has none."""
     for cidr in addresses or []:
         try:
             iface = ipaddress.ip_interface(str(cidr))
@@ -94,7 +95,7 @@ def rails(devices: list[dict[str, Any]], interfaces: list[dict[str, Any]]) -> di
     one per fabric interface whose RoCE v2 GID carries its IPv4 address, on InfiniBand every ACTIVE port (what
     NCCL would take itself, made explicit). An 8-GPU node with a NIC per GPU gets its eight NICs, not one. No
     rails where the first interface has no endpoint: NCCL does not use RDMA there."""
-    named = [(i.get("name") or "", _ipv4(i.get("addresses"))) for i in interfaces or []] or [("", "")]
+    named = [(i.get("name") or "", first_ipv4(i.get("addresses"))) for i in interfaces or []] or [("", "")]
     first = endpoint(devices, *named[0])
     out: list[dict[str, Any]] = []
     if first["link_layer"] == "InfiniBand":
