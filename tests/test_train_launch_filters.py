@@ -539,6 +539,9 @@ def test_report_says_which_transport_nccl_used_on_each_host(tmp_path) -> None:
     # Sockets on a host without RDMA devices are what it has: reported, not failed.
     plain = R.nccl_transport(tmp_path, [{"host": "n3", "rdma": {"devices": []}}])
     assert [c["status"] for c in plain["n3"]["checks"]] == ["skip"]
+    # Nor where the user chose TCP (train_launch_allow_tcp: devices, but no HCA given to NCCL).
+    chosen = R.nccl_transport(tmp_path, [{"host": "n3", "rdma": {"devices": ["mlx5_0"], "hca": None}}])
+    assert [c["status"] for c in chosen["n3"]["checks"]] == ["skip"]
 
 
 def test_report_reads_worker_failures_of_this_launch_only(tmp_path) -> None:

@@ -774,6 +774,10 @@ def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -
     rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
     assert rung["status"] == "pass" and "over Socket" in rung["reason"]
     assert {c["status"] for c in rung["checks"]} == {"skip"}
+    # cluster_rdma_devices left empty, but NCCL was given an HCA (the endpoint node_health found): sockets fail.
+    out["n2"]["nccl_ib_hca"] = "=mlx5_0:1"
+    given = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    assert given["status"] == "fail" and given["bad_hosts"] == ["n2"] and "fell back to TCP" in given["reason"]
     for o in out.values():
         o["nccl_log"] = []
     quiet = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": GPU_NODE, "n2": GPU_NODE})

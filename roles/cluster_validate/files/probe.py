@@ -286,8 +286,9 @@ def allreduce(args) -> dict:
     except Exception as exc:  # reported with the rank, the controller names the host
         out = {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
     finally:
-        if logdir:
+        if logdir:  # with the HCA NCCL was given: then a fall-back to sockets is a failure
             out["nccl_log"] = nccl_log(logdir)
+            out["nccl_ib_hca"] = os.environ.get("NCCL_IB_HCA")
             shutil.rmtree(logdir, ignore_errors=True)
     return out
 

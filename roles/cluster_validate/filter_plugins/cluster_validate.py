@@ -864,24 +864,20 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
     return rung
 
 
-def _nccl_checks(host, nccl, want, require_gdr):
-    """rdma_stack's transport rules for one node, as the rung's checks (RDMA devices expected: `want`)."""
-    return [_check(host, *c) for c in nccl_rules.transport_checks(nccl, bool(want.get("devices")), require_gdr)]
-
-
 def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, require_gdr=True):
     """All-reduce busbw over a size sweep (files/probe.py allreduce on every node; rank 0 reports).
 
     outputs: {host: parsed JSON line|{"error"}}. Threshold: fraction x the slowest link's line rate, on the
-    largest size; none when a link speed is unknown. On NCCL (GPUs), each node's `nccl_log` proves the transport
-    against `expect` ({host: {"devices"}}, node_health's expectations): RDMA where devices are expected, and
-    there GPUDirect RDMA (a failure unless `require_gdr` is false).
+    largest size; none when a link speed is unknown. On NCCL (GPUs), each node's `nccl_log` proves the transport:
+    RDMA where NCCL was given an HCA (`nccl_ib_hca`) or `expect` ({host: {"devices"}}, node_health's
+    expectations) wants RDMA devices, and there GPUDirect RDMA (a failure unless `require_gdr` is false).
     """
     failed = {
         h: o.get("error") or "no result" for h, o in outputs.items() if not o or o.get("error") or not o.get("ok")
     }
     nccl = {h: parse_nccl_log(o["nccl_log"]) for h, o in outputs.items() if o and o.get("nccl_log") is not None}
-    checks = [c for h in sorted(nccl) for c in _nccl_checks(h, nccl[h], (expect or {}).get(h, {}), require_gdr)]
+    rdma = {h: bool(outputs[h].get("nccl_ib_hca") or (expect or {}).get(h, {}).get("devices")) for h in nccl}
+    checks = [_check(h, *c) for h in sorted(nccl) for c in nccl_rules.transport_checks(nccl[h], rdma[h], require_gdr)]
     transport = {h: {k: v for k, v in p.items() if k != "warnings"} for h, p in nccl.items()}
     report = next((o for o in outputs.values() if o and o.get("rank") == 0 and o.get("results")), None)
     if failed or report is None:

@@ -189,8 +189,9 @@ def parse_nccl_log(lines: list[str] | None) -> dict[str, Any]:
 def transport_checks(nccl: dict[str, Any], rdma_expected: bool, require_gdr: bool = True) -> list[tuple[str, str, str]]:
     """The transport NCCL used on one node (parse_nccl_log) against what the node has: [(check, status, detail)].
 
-    RDMA where RDMA devices are expected (a silent fall-back to TCP sockets is the commonest RoCE failure), and
-    then GPUDirect RDMA; a node without it fails unless `require_gdr` is false (then it is only reported)."""
+    RDMA where it is expected (`rdma_expected`: NCCL was given an HCA; a silent fall-back to TCP sockets is the
+    commonest RoCE failure), and then GPUDirect RDMA; a node without it fails unless `require_gdr` is false
+    (then it is only reported)."""
     on_socket = nccl["network"] == "Socket" or nccl["socket_channels"] or nccl["no_device"]
     net = nccl["network"] or "unknown"
     devices = ", ".join(nccl["devices"])

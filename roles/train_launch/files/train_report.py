@@ -93,9 +93,10 @@ def worker_failures(run: Path, nodes: list[dict], launch_id: str | None, near: f
 
 def nccl_transport(run: Path, nodes: list[dict]) -> dict:
     """What NCCL said of the transport it used on each host, judged by the validation ladder's rules
-    (rdma_stack_nccl.transport_checks): RDMA where the host has RDMA devices, not the TCP-socket fall-back,
-    and there GPUDirect RDMA. The launch has NCCL write its INIT/NET log to logs/nccl.<host>.<pid>.log on GPUs
-    (every launch of the run, the pre-flight all-reduce included); hosts without one (gloo on CPUs) are left out."""
+    (rdma_stack_nccl.transport_checks): RDMA where the launch gave NCCL an HCA (not where the user chose TCP,
+    train_launch_allow_tcp), not the TCP-socket fall-back, and there GPUDirect RDMA. The launch has NCCL write
+    its INIT/NET log to logs/nccl.<host>.<pid>.log on GPUs (one file a process, every launch of the run); hosts
+    without one (gloo on CPUs) are left out."""
     rules = filters.nccl_rules
     out = {}
     for node in nodes:
@@ -103,7 +104,7 @@ def nccl_transport(run: Path, nodes: list[dict]) -> dict:
         if not files:
             continue
         nccl = rules.parse_nccl_log([line for f in files for line in f.read_text(errors="replace").splitlines()])
-        expected = bool((node.get("rdma") or {}).get("devices"))
+        expected = bool((node.get("rdma") or {}).get("hca"))
         checks = [{"check": c, "status": s, "detail": d} for c, s, d in rules.transport_checks(nccl, expected)]
         keep = ("version", "network", "devices", "channels", "gdr_channels", "socket_channels")
         out[node["host"]] = {k: nccl[k] for k in keep} | {"warnings": nccl["warnings"][:5], "checks": checks}
