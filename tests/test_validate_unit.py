@@ -345,6 +345,10 @@ def test_node_health_roce_host() -> None:
     assert rung["speeds"] == {"n1": 25.0}
     passed = {c["check"] for c in rung["checks"] if c["status"] == "pass"}
     assert {"rdma binding", "port state", "link layer", "active mtu", "roce v2 gid", "kernel modules"} <= passed
+    # The GID in another notation (compressed, IPv4-mapped) is the same address, as the launch's endpoint reads it.
+    probe = _roce_probe()
+    probe["rdma"]["devices"][0]["ports"][0]["gids"][0]["gid"] = "::ffff:" + WANT["address"]
+    assert cv.evaluate_node_health({"n1": probe}, {"n1": WANT})["status"] == "pass"
 
 
 def test_node_health_roce_faults() -> None:
@@ -687,20 +691,195 @@ def test_node_probe_on_fake_trees(tmp_path: Path, capsys) -> None:
 
 
 def test_pair_probe_commands() -> None:
-    """`probe.py pair` runs the field's tools with the options the parsers expect (iperf3 -J, perftest -F -D)."""
+    """`probe.py pair` runs the field's tools with the options the parsers expect (iperf3 -J, perftest -F -D), on
+    the rail it is given: its own address bound, the HCA, port and GID index of the rail."""
     probe = _load("probe", ROLE / "files" / "probe.py")
-    args = probe.parser().parse_args
-    assert probe.command(args(["pair", "server", "--tool", "iperf3", "--port", "18515"])) == [
-        "iperf3", "-s", "-1", "-p", "18515"]  # fmt: skip
-    client = probe.command(
-        args(["pair", "client", "--tool", "iperf3", "--peer", "10.0.0.2", "--port", "1", "--seconds", "2"])
+
+    def args(*argv):
+        return probe.parser().parse_args(["pair", *argv, "--rails", "[]"])
+
+    rail = {"name": "rdma1", "local": "10.0.1.1", "peer": "10.0.1.2"}
+    server = probe.command(args("server", "--tool", "iperf3", "--port", "18515"), rail, 18516)
+    assert server == ["iperf3", "-s", "-1", "-p", "18516", "-B", "10.0.1.1", "--rcv-timeout", "10000"]
+    client = probe.command(args("client", "--tool", "iperf3", "--port", "1", "--seconds", "2"), rail, 1)
+    assert client[:3] == ["iperf3", "-c", "10.0.1.2"] and "-J" in client and client[client.index("-t") + 1] == "2"
+    assert client[client.index("-B") + 1] == "10.0.1.1" and "--snd-timeout" in client
+    roce = rail | {"device": "mlx5_1", "ib_port": 1, "gid_index": 3}
+    bw = args("client", "--tool", "ib_write_bw", "--port", "1", "--seconds", "5")
+    assert probe.command(bw, roce, 2) == ["ib_write_bw", "-d", "mlx5_1", "-p", "2", "-F", "-i", "1", "-x", "3",
+                                          "-D", "5", "10.0.1.2"]  # fmt: skip
+    lat = args("server", "--tool", "ib_write_lat", "--port", "1")
+    assert probe.command(lat, {"device": "mlx5_0", "ib_port": 2}, 1) == [
+        "ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-i", "2", "-n", "1000"]  # fmt: skip
+
+
+def test_pair_probe_runs_every_rail_at_once_on_loopback(capsys) -> None:
+    """Both ends of an iperf3 pair test on two rails (127.0.0.1 and 127.0.0.2, each bound), one port per rail;
+    what the controller then makes of it. Loopback only."""
+    import concurrent.futures
+    import shutil
+    import socket
+
+    if not shutil.which("iperf3"):
+        pytest.skip("iperf3 is not installed (make setup installs it)")
+    probe = _load("probe", ROLE / "files" / "probe.py")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free now; rail 1 takes port + 1
+    mine = [{"name": "lo0", "address": "127.0.0.1"}, {"name": "lo1", "address": "127.0.0.2"}]
+    theirs = [{"name": "lo0", "address": "127.0.0.1"}, {"name": "lo1", "address": "127.0.0.2"}]
+
+    def end(mode):
+        rails = cv.pair_rail_args(mine, theirs, mode)
+        argv = ["pair", mode, "--tool", "iperf3", "--port", str(port), "--seconds", "1", "--rails", rails]
+        return probe.pair_test(probe.parser().parse_args(argv))
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        served = pool.submit(end, "server")
+        client = end("client")
+    server = served.result(timeout=60)
+    assert [r["rail"] for r in client["rails"]] == ["lo0", "lo1"], client
+    assert all(r["rc"] == 0 for r in client["rails"] + server["rails"]), (client, server)
+    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    assert [(m["rail"], m["error"]) for m in got] == [("lo0", None), ("lo1", None)]
+    assert all(m["gbps"] > 0 for m in got), got
+
+
+def test_rails_of_a_node() -> None:
+    """The rails reachability, path MTU and the pair tests use, from the inventory and node_health's endpoint."""
+    interfaces = [{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
+                  {"name": "rdma1", "addresses": ["fd00::1/64", "10.0.1.1/24"], "mtu": 4200},
+                  {"name": "ib2", "addresses": []}]  # fmt: skip
+    rails = cv.fabric_rails(interfaces)
+    assert rails == [{"interface": "rdma0", "address": "10.0.0.1", "mtu": 9000},
+                     {"interface": "rdma1", "address": "10.0.1.1", "mtu": 4200},
+                     {"interface": "ib2", "address": "", "mtu": 1500}]  # fmt: skip
+    assert cv.rail_expect(interfaces) == rails[1:]
+    # TCP: every fabric interface with an address.
+    assert cv.pair_rails(None, rails) == [{"name": "rdma0", "address": "10.0.0.1"},
+                                          {"name": "rdma1", "address": "10.0.1.1"}]  # fmt: skip
+    # RoCE: the endpoint's rails (NCCL's), each with its interface's address.
+    roce = {"hca": "mlx5_0", "port": 1, "gid_index": 3,
+            "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": 3, "interface": "rdma0"},
+                      {"hca": "mlx5_1", "port": 1, "gid_index": 5, "interface": "rdma1"}]}  # fmt: skip
+    assert cv.pair_rails(roce, rails) == [
+        {"name": "rdma0", "address": "10.0.0.1", "device": "mlx5_0", "ib_port": 1, "gid_index": 3},
+        {"name": "rdma1", "address": "10.0.1.1", "device": "mlx5_1", "ib_port": 1, "gid_index": 5},
+    ]
+    # InfiniBand: every ACTIVE port, reached over the first fabric address (perftest then uses LIDs).
+    ib = {"hca": "mlx5_0", "port": 1, "gid_index": None,
+          "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": None, "interface": None},
+                    {"hca": "mlx5_1", "port": 1, "gid_index": None, "interface": None}]}  # fmt: skip
+    assert [(r["name"], r["address"]) for r in cv.pair_rails(ib, rails)] == [("mlx5_0:1", "10.0.0.1"),
+                                                                             ("mlx5_1:1", "10.0.0.1")]  # fmt: skip
+    # Each end on the rails both nodes have: the server binds its own address, the client also gets the peer's.
+    two = cv.pair_rails(roce, rails)
+    client = json.loads(cv.pair_rail_args(two, two[:1], "client"))
+    assert client == [{"name": "rdma0", "device": "mlx5_0", "ib_port": 1, "gid_index": 3, "local": "10.0.0.1",
+                       "peer": "10.0.0.1"}]  # fmt: skip
+    assert [r.get("peer") for r in json.loads(cv.pair_rail_args(two, two, "server"))] == [None, None]
+
+
+def test_ping_targets_every_peer_on_every_rail() -> None:
+    rails = {
+        "n1": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
+                               {"name": "rdma1", "addresses": ["10.0.1.1/24"], "mtu": 9000}]),
+        "n2": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.2/24"], "mtu": 9000},
+                               {"name": "rdma1", "addresses": ["10.0.1.2/24"], "mtu": 4200}]),
+        "n3": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.3/24"], "mtu": 1500}]),
+    }  # fmt: skip
+    assert json.loads(cv.ping_targets(rails, "n1")) == [
+        {"peer": "n2", "address": "10.0.0.2"},
+        {"peer": "n2/rdma1", "address": "10.0.1.2", "source": "10.0.1.1"},
+        {"peer": "n3", "address": "10.0.0.3"},
+    ]
+    # Path MTU: each rail at the smaller MTU of its two ends.
+    sizes = {t["peer"]: t["size"] for t in json.loads(cv.ping_targets(rails, "n1", df=True))}
+    assert sizes == {"n2": 8972, "n2/rdma1": 4172, "n3": 1472}
+
+
+def test_reachability_and_path_mtu_name_the_rail_and_blame_the_node() -> None:
+    ok = {"peer": "n2", "address": "10.0.0.2", "ok": True, "detail": "3/3 replies"}
+    lost = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "detail": "0/3 replies"}
+    reach = cv.evaluate_reachability({"n1": {"pings": [ok, lost]}, "n2": {"pings": []}}, ["n1", "n2"])
+    assert reach["status"] == "fail" and reach["bad_pairs"] == [["n1", "n2"]]
+    assert "fabric ping to n2/rdma1 (10.0.1.2): 0/3 replies" in reach["reason"]
+    big = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "mtu": 9000, "detail": "0/3 (message too long)"}
+    pmtu = cv.evaluate_path_mtu({"n1": {"pings": [ok | {"mtu": 4200}, big]}}, ["n1", "n2"])
+    assert pmtu["status"] == "fail" and pmtu["bad_pairs"] == [["n1", "n2"]] and pmtu["value"] == 4200
+    assert "9000-byte don't-fragment ping to n2/rdma1" in pmtu["reason"]
+
+
+def _rail_pairs(values):
+    return [{"pair": list(p), "rail": r, "gbps": v, "error": None if v else "no result"} for p, r, v in values]
+
+
+def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
+    speeds = {"n1": 100.0, "n2": 100.0, "n3": 100.0}
+    good = [((a, b), r, 95.0) for a, b in (("n1", "n2"), ("n1", "n3"), ("n2", "n3")) for r in ("rdma0", "rdma1")]
+    ok = cv.evaluate_pairs(_rail_pairs(good), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    assert ok["status"] == "pass" and ok["rails"] == ["rdma0", "rdma1"] and len(ok["checks"]) == 6
+    # n3's second NIC is slow: its rdma1 pairs fail, n3 is named with that rail (not n1 and n2 as well).
+    slow = [(p, r, 40.0 if r == "rdma1" and "n3" in p else v) for p, r, v in good]
+    bad = cv.evaluate_pairs(_rail_pairs(slow), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    assert bad["status"] == "fail" and bad["bad_hosts"] == ["n3"] and bad["bad_rails"] == {"n3": ["rdma1"]}
+    assert bad["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
+    assert bad["reason"].startswith("2 of 6 rail(s) of the pairs failed; suspect host(s): n3 (rdma1); n1-n3 rdma1:")
+    # The matrix shows each pair's slowest rail.
+    m = cv.bandwidth_matrix(["n1", "n2", "n3"], bad["pairs"])
+    assert m["values"][0][2] == 40.0 and m["values"][0][1] == 95.0 and m["failed"] == [["n1", "n3"], ["n2", "n3"]]
+    assert m["rails"] == ["rdma0", "rdma1"]
+    # Two slow rails on two nodes: each named with its own rail.
+    two = [(p, r, 40.0 if (r == "rdma1" and "n3" in p) or (r == "rdma0" and "n1" in p) else v) for p, r, v in good]
+    both = cv.evaluate_pairs(_rail_pairs(two), speeds, 0.9)
+    assert both["bad_rails"] == {"n1": ["rdma0"], "n3": ["rdma1"]}
+    lat = cv.evaluate_latency(
+        [{"pair": ["n1", "n2"], "rail": "rdma0", "usec": 2.0}, {"pair": ["n1", "n2"], "rail": "rdma1", "usec": 9.0}],
+        5.0,
     )
-    assert client[:2] == ["iperf3", "-c"] and "-J" in client and client[client.index("-t") + 1] == "2"
-    bw = args(["pair", "client", "--tool", "ib_write_bw", "--peer", "10.0.0.2", "--port", "1", "--device", "mlx5_0",
-               "--gid-index", "3", "--seconds", "5"])  # fmt: skip
-    assert probe.command(bw) == ["ib_write_bw", "-d", "mlx5_0", "-p", "1", "-F", "-x", "3", "-D", "5", "10.0.0.2"]
-    lat = args(["pair", "server", "--tool", "ib_write_lat", "--port", "1", "--device", "mlx5_0"])
-    assert probe.command(lat) == ["ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-n", "1000"]
+    assert lat["status"] == "fail" and lat["checks"][1]["host"] == "n1-n2 rdma1" and lat["bad_rails"]["n1"] == ["rdma1"]
+
+
+def test_report_lists_every_rail(tmp_path: Path) -> None:
+    report = _load("validate_report", ROLE / "files" / "validate_report.py")
+    speeds = {"n1": 100.0, "n2": 100.0}
+    values = [(("n1", "n2"), "rdma0", 95.0), (("n1", "n2"), "rdma1", 20.0)]
+    rung = cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    v = cv.verdict([cv.make_rung("inventory", "pass"), rung], ["n1", "n2"], cluster="lab")
+    (tmp_path / "verdict.json").write_text(json.dumps(v))
+    report.main([str(tmp_path)])
+    md = (tmp_path / "report.md").read_text()
+    assert "| n1-n2 | rdma0 | 95 | 90 | pass |" in md and "| n1-n2 | rdma1 | 20 | 90 | fail |" in md, md
+    assert (tmp_path / "bandwidth.png").stat().st_size > 2000
+
+
+def test_a_rail_one_end_lacks_fails_the_pair_saying_so() -> None:
+    two = [{"name": "rdma0", "address": "10.0.0.1"}, {"name": "rdma1", "address": "10.0.1.1"}]
+    rails = {"n1": two, "n2": two[:1], "n3": two}
+    rounds = cv.round_robin(["n1", "n2", "n3"])
+    gaps = cv.rail_gaps(rounds, rails, ["iperf3"])
+    assert sorted((tuple(g["pair"]), g["rail"]) for g in gaps) == [(("n1", "n2"), "rdma1"), (("n2", "n3"), "rdma1")]
+    assert {g["error"] for g in gaps} == {"n2 has no rail 2 (rdma1): 2 rail(s) on n1, 1 on n2",
+                                          "n2 has no rail 2 (rdma1): 1 rail(s) on n2, 2 on n3"}  # fmt: skip
+    measured = [{"pair": p, "rail": r["name"], "gbps": 10.0} for ps in rounds for p in ps for r in two[:1]]
+    rung = cv.evaluate_pairs(measured + gaps, {h: None for h in rails})
+    assert rung["status"] == "fail" and rung["bad_rails"] == {"n2": ["rdma1"]}, rung
+    assert cv.rail_gaps(rounds, {h: two for h in rails}, ["iperf3"]) == []
+
+
+def test_measurements_per_rail_with_the_servers_word() -> None:
+    iperf, refused = fixture("iperf3_client.json"), fixture("iperf3_refused.json")
+    client = {"tool": "iperf3", "rails": [{"rail": "rdma0", "rc": 0, "output": iperf},
+                                          {"rail": "rdma1", "rc": 1, "output": refused}]}  # fmt: skip
+    server = {"rails": [{"rail": "rdma1", "rc": 1, "output": "iperf3: error - unable to bind: Cannot assign"}]}
+    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    assert got[0]["rail"] == "rdma0" and got[0]["gbps"] > 0 and got[0]["error"] is None
+    assert got[1]["rail"] == "rdma1" and got[1]["gbps"] is None
+    assert got[1]["error"].endswith("; server b: iperf3: error - unable to bind: Cannot assign")
+    # A client that printed nothing (the probe failed): one entry that says so.
+    none = cv.measurements([{"pair": ["a", "b"], "tool": "ib_write_bw", "out": {}}])
+    assert none == [{"pair": ["a", "b"], "rail": None, "tool": "ib_write_bw", "gbps": None, "usec": None,
+                     "error": "ib_write_bw rc None: no output"}]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ NCCL's transport
@@ -842,3 +1021,6 @@ def test_node_health_gpu_peer_memory(tmp_path: Path) -> None:
     node["peermem"] = {"module": None, "version": None}
     rung = cv.evaluate_node_health({"n1": node}, {"n1": want})
     assert rung["status"] == "pass" and "GPUDirect RDMA only through DMA-BUF" in rung["reason"]
+    # cluster_rdma_devices left empty (it is optional): the devices found count the same.
+    found = cv.evaluate_node_health({"n1": node}, {"n1": want | {"devices": []}})
+    assert "GPUDirect RDMA only through DMA-BUF" in found["reason"], found["reason"]

@@ -2,8 +2,8 @@
 """The validation ladder's node-side probes, one file copied once to every node. Stdlib only (allreduce: torch).
 
   probe.py node --ifname rdma0 [--root /]                 read-only facts for node_health (root: a fake tree in tests)
-  probe.py ping --peers name=addr,... [--size B --df]      every peer's fabric address at once (path MTU with --df)
-  probe.py pair server|client --tool T --port P ...        one end of a pair test: iperf3, ib_write_bw, ib_write_lat
+  probe.py ping --targets JSON [--df]                      every peer on every rail at once (path MTU with --df)
+  probe.py pair server|client --tool T --rails JSON ...    one end of a pair test on every rail: iperf3, perftest
   probe.py allreduce --rank R --world N --master A ...     all-reduce busbw over a size sweep (the venv's python)
 
 Each prints one JSON object; every decision is made on the controller (cluster_validate filters).
@@ -116,87 +116,109 @@ def node_facts(args) -> dict:
 # ------------------------------------------------------------------------------------------- ping
 
 
-def ping(name: str, address: str, size: int | None, df: bool, count: int) -> dict:
+def ping(target: dict, df: bool, count: int) -> dict:
+    """One target: {"peer" (its label), "address", "source" (this node's address on that rail), "size"}."""
+    name, address, size = target["peer"], target["address"], target.get("size")
     cmd = ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2"]
+    if target.get("source"):
+        cmd += ["-I", target["source"]]
     if size is not None:
         cmd += ["-s", str(size)]
     if df:
         cmd += ["-M", "do"]
+    out = {"peer": name, "address": address}
+    if size is not None:
+        out["mtu"] = size + 28  # the IPv4 packet size the probe carried
     try:
         proc = subprocess.run([*cmd, address], capture_output=True, text=True, timeout=30, check=False)
     except FileNotFoundError:
-        return {"peer": name, "address": address, "ok": False, "detail": "ping is not installed (iputils-ping)"}
-    out = proc.stdout + proc.stderr
-    stats = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+        return out | {"ok": False, "detail": "ping is not installed (iputils-ping)"}
+    text = proc.stdout + proc.stderr
+    stats = re.search(r"(\d+) packets transmitted, (\d+) received", text)
     sent, got = (int(stats.group(1)), int(stats.group(2))) if stats else (count, 0)
-    rtt = re.search(r"= [\d.]+/([\d.]+)/", out)
-    too_big = re.search(r"(message too long|frag needed|mtu\s*=\s*\d+)", out, re.I)
+    rtt = re.search(r"= [\d.]+/([\d.]+)/", text)
+    too_big = re.search(r"(message too long|frag needed|mtu\s*=\s*\d+)", text, re.I)
     detail = f"{got}/{sent} replies" + (f", avg {rtt.group(1)} ms" if rtt else "")
     if too_big:
         detail += f" ({too_big.group(0)})"
     elif proc.returncode not in (0, 1):
-        detail += f" ({out.strip().splitlines()[-1] if out.strip() else 'ping rc ' + str(proc.returncode)})"
-    return {"peer": name, "address": address, "ok": proc.returncode == 0 and got == sent, "detail": detail}
+        detail += f" ({text.strip().splitlines()[-1] if text.strip() else 'ping rc ' + str(proc.returncode)})"
+    return out | {"ok": proc.returncode == 0 and got == sent, "detail": detail}
 
 
 def ping_peers(args) -> dict:
-    peers = [p.split("=", 1) for p in args.peers.split(",") if p]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(peers))) as pool:
-        results = list(pool.map(lambda p: ping(p[0], p[1], args.size, args.df, args.count), peers))
-    out = {"pings": results}
-    if args.size is not None:
-        out["mtu"] = args.size + 28  # the IPv4 packet size the probes carried
-    return out
+    targets = json.loads(args.targets)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+        return {"pings": list(pool.map(lambda t: ping(t, args.df, args.count), targets))}
 
 
 # ------------------------------------------------------------------------------------------- pair
-# The server serves one test and exits (iperf3 -1; perftest servers do by default), bounded by a timeout.
-# The client retries while the server is not listening yet. The raw output is parsed on the controller.
+# One end of a pair test on every rail at once (one tool process per rail, port + rail index), as training
+# drives them. The server serves one test and exits (iperf3 -1; perftest servers do by default), bounded by a
+# timeout. The client retries while the server is not listening yet. The raw output is parsed on the controller.
 
 NOT_READY = ("Connection refused", "Couldn't connect", "unable to connect", "Failed to connect")
+# iperf3 gives up on a link that stops moving data (a throttled or flapping rail) instead of waiting 120 s.
+IPERF3_STALL_MS = "10000"
 
 
-def command(args) -> list[str]:
+def command(args, rail: dict, port: int) -> list[str]:
+    """The tool's command line for one rail: {"name", "peer" (client), "local" (the rail's own address),
+    "device", "ib_port", "gid_index" (perftest)}."""
     if args.tool == "iperf3":
+        bind = ["-B", rail["local"]] if rail.get("local") else []
         if args.mode == "server":
-            return ["iperf3", "-s", "-1", "-p", str(args.port)]
+            return ["iperf3", "-s", "-1", "-p", str(port), *bind, "--rcv-timeout", IPERF3_STALL_MS]
         return [
             "iperf3",
             "-c",
-            args.peer,
+            rail["peer"],
             "-p",
-            str(args.port),
+            str(port),
+            *bind,
             "-t",
             str(args.seconds),
             "-J",
             "--connect-timeout",
             "2000",
+            "--snd-timeout",
+            IPERF3_STALL_MS,
         ]
-    cmd = [args.tool, "-d", args.device, "-p", str(args.port), "-F"]
-    if args.gid_index is not None:
-        cmd += ["-x", str(args.gid_index)]
+    cmd = [args.tool, "-d", rail["device"], "-p", str(port), "-F"]
+    if rail.get("ib_port") is not None:
+        cmd += ["-i", str(rail["ib_port"])]
+    if rail.get("gid_index") is not None:
+        cmd += ["-x", str(rail["gid_index"])]
     if args.tool.endswith("_bw"):
         cmd += ["-D", str(args.seconds)]
     else:
         cmd += ["-n", "1000"]
-    return [*cmd, args.peer] if args.mode == "client" else cmd
+    return [*cmd, rail["peer"]] if args.mode == "client" else cmd
 
 
-def pair_test(args) -> dict:
+def pair_rail(args, rail: dict, port: int) -> dict:
     limit = args.seconds + args.wait + 30
     deadline = time.monotonic() + args.wait
     while True:
         try:
-            proc = subprocess.run(command(args), capture_output=True, text=True, timeout=limit, check=False)
+            proc = subprocess.run(command(args, rail, port), capture_output=True, text=True, timeout=limit, check=False)
             rc, output = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:
             rc, output = 124, f"{args.tool} did not finish within {limit:.0f} s: {exc}"
         except FileNotFoundError:
             rc, output = 127, f"{args.tool} is not installed"
-        if args.mode == "server" or rc == 0 or time.monotonic() > deadline or not any(s in output for s in NOT_READY):
+        # Not rc alone: iperf3 3.12 with -J exits 0 when the connection was refused.
+        if args.mode == "server" or time.monotonic() > deadline or not any(s in output for s in NOT_READY):
             break
         time.sleep(0.3)
-    return {"tool": args.tool, "mode": args.mode, "rc": rc, "output": output[-20000:]}
+    return {"rail": rail.get("name"), "rc": rc, "output": output[-20000:]}
+
+
+def pair_test(args) -> dict:
+    rails = json.loads(args.rails)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(rails))) as pool:
+        results = list(pool.map(lambda ir: pair_rail(args, ir[1], args.port + ir[0]), enumerate(rails)))
+    return {"tool": args.tool, "mode": args.mode, "rails": results}
 
 
 # ------------------------------------------------------------------------------------------- allreduce
@@ -301,20 +323,23 @@ def parser() -> argparse.ArgumentParser:
     node_ap.add_argument("--rail", action="append", help="another fabric interface (a NIC per GPU), repeatable")
     node_ap.add_argument("--root", default="/")
     node_ap.set_defaults(run=node_facts)
-    ping_ap = sub.add_parser("ping", help="ping every peer's fabric address at once")
-    ping_ap.add_argument("--peers", required=True, help="name=address,... ")
-    ping_ap.add_argument("--size", type=int, help="ICMP payload bytes (MTU - 28 for IPv4)")
+    ping_ap = sub.add_parser("ping", help="ping every peer's fabric address on every rail at once")
+    ping_ap.add_argument(
+        "--targets", required=True, help='JSON list: {"peer", "address", "source", "size" (ICMP payload bytes)}'
+    )
     ping_ap.add_argument("--df", action="store_true", help="set don't-fragment (path MTU probe)")
     ping_ap.add_argument("--count", type=int, default=3)
     ping_ap.set_defaults(run=ping_peers)
     pair_ap = sub.add_parser("pair", help="one end of a pairwise link test")
     pair_ap.add_argument("mode", choices=["server", "client"])
     pair_ap.add_argument("--tool", choices=["iperf3", "ib_write_bw", "ib_write_lat"], required=True)
-    pair_ap.add_argument("--peer")
-    pair_ap.add_argument("--port", type=int, required=True)
+    pair_ap.add_argument("--port", type=int, required=True, help="the first rail's port; rail i uses port + i")
     pair_ap.add_argument("--seconds", type=int, default=3)
-    pair_ap.add_argument("--device")
-    pair_ap.add_argument("--gid-index", type=int)
+    pair_ap.add_argument(
+        "--rails",
+        required=True,
+        help='JSON list, one per rail: {"name", "peer" (client), "local", "device", "ib_port", "gid_index"}',
+    )
     pair_ap.add_argument("--wait", type=float, default=20.0, help="client: how long to retry a server not yet up")
     pair_ap.set_defaults(run=pair_test)
     ar_ap = sub.add_parser("allreduce", help="all-reduce bus bandwidth over a size sweep, every node at once")

@@ -56,9 +56,14 @@ def markdown(verdict: dict) -> str:
         lines += [f"- note: {n}" for n in notes]
         lines += [f"- FAIL {c['host']} {c['check']}: {c['detail']}" for c in failed]
         if rung.get("pairs"):
-            lines += ["", "| pair | Gb/s | threshold | status |", "|---|---|---|---|"]
+            # One row per rail of a pair where the nodes have several fabric NICs.
+            rails = len(rung.get("rails") or []) > 1
+            lines += ["", "| pair |" + (" rail |" if rails else "") + " Gb/s | threshold | status |"]
+            lines += ["|---|" + ("---|" if rails else "") + "---|---|---|"]
             lines += [
-                f"| {p['pair'][0]}-{p['pair'][1]} | {_cell(p['gbps'])} | {_cell(p['threshold'])} | {p['status']} |"
+                f"| {p['pair'][0]}-{p['pair'][1]} |"
+                + (f" {p.get('rail')} |" if rails else "")
+                + f" {_cell(p['gbps'])} | {_cell(p['threshold'])} | {p['status']} |"
                 for p in rung["pairs"]
             ]
         if rung.get("sweep"):
@@ -97,7 +102,8 @@ def heatmap(matrix: dict, out: Path) -> None:
                     color="red" if bad else "white", fontsize=8, fontweight="bold" if bad else "normal")  # fmt: skip
             if bad:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
-    ax.set_title(f"Pairwise bandwidth ({matrix.get('unit', 'Gb/s')}), failing pairs in red")
+    slowest = ", slowest of rails " + ", ".join(matrix["rails"]) if len(matrix.get("rails") or []) > 1 else ""
+    ax.set_title(f"Pairwise bandwidth ({matrix.get('unit', 'Gb/s')}{slowest}), failing pairs in red")
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -448,7 +448,7 @@ def evaluate_reachability(results, hosts):
             )
     bad_pairs = sorted(
         {
-            tuple(sorted((c["host"], c["check"].split()[-1])))
+            tuple(sorted((c["host"], _peer_host(c["check"].split()[-1]))))
             for c in checks
             if c["status"] == "fail" and c["check"].startswith("fabric")
         }
@@ -460,31 +460,33 @@ def evaluate_reachability(results, hosts):
 
 
 def evaluate_path_mtu(results, hosts):
-    """results: {host: {"mtu": int, "pings": [{peer, ok, detail, size}]}} -> rung (DF pings at the configured MTU)."""
-    checks = []
+    """results: {host: {"pings": [{peer, ok, detail, mtu}]}} -> rung (DF pings at the configured MTU of each
+    rail: the smaller of its two ends)."""
+    checks, mtus = [], []
     for host in hosts:
         res = results.get(host) or {}
         if res.get("error"):
             checks.append(_check(host, "path mtu", "fail", res["error"]))
         for ping in res.get("pings") or []:
+            mtu = ping.get("mtu", res.get("mtu"))
+            mtus += [mtu] if mtu else []
             checks.append(
                 _check(
                     host,
                     f"path mtu {ping['peer']}",
                     "pass" if ping.get("ok") else "fail",
-                    f"{res.get('mtu')}-byte don't-fragment ping to {ping['peer']}: {ping.get('detail') or 'ok'}",
-                    value=res.get("mtu"),
+                    f"{mtu}-byte don't-fragment ping to {ping['peer']}: {ping.get('detail') or 'ok'}",
+                    value=mtu,
                     unit="bytes",
                 )
             )
     bad_pairs = sorted(
         {
-            tuple(sorted((c["host"], c["check"].split()[-1])))
+            tuple(sorted((c["host"], _peer_host(c["check"].split()[-1]))))
             for c in checks
             if c["status"] == "fail" and c["check"] != "path mtu"
         }
     )
-    mtus = [r.get("mtu") for r in results.values() if r.get("mtu")]
     return _rung_from_checks(
         "path_mtu",
         checks,
@@ -587,13 +589,18 @@ def _nic_checks(host, ifname, nic, want_mtu):
     return checks, rate
 
 
-def rail_expect(interfaces):
-    """node_health's expectations of the fabric interfaces after the first (the rails of a node with a NIC per
-    GPU, which NCCL uses): [{"interface", "address", "mtu"}]."""
+def fabric_rails(interfaces):
+    """Every fabric interface of a node (cluster_fabric_interfaces; the first is the node's fabric interface, the
+    others the rails of a node with a NIC per GPU): [{"interface", "address" (its IPv4, "" if none), "mtu"}]."""
     return [
         {"interface": i["name"], "address": nccl_rules.first_ipv4(i.get("addresses")), "mtu": int(i.get("mtu") or 1500)}
-        for i in (interfaces or [])[1:]
+        for i in interfaces or []
     ]
+
+
+def rail_expect(interfaces):
+    """node_health's expectations of the fabric interfaces after the first."""
+    return fabric_rails(interfaces)[1:]
 
 
 def _rail_checks(host, want, probe, notes, speeds):
@@ -694,8 +701,8 @@ def _rdma_checks(host, want, probe, notes, speeds):
 def _roce_gid_check(host, where, port, address):
     if not address:
         return _check(host, "roce v2 gid", "skip", f"{where}: no fabric address configured")
-    gid = roce_gid_of(address)
-    found = [g for g in port.get("gids") or [] if g.get("gid") == gid]
+    # The endpoint's comparison (rdma_stack), so the ladder and the launch agree on any GID notation.
+    found = [g for g in port.get("gids") or [] if nccl_rules.same_gid(g.get("gid") or "", roce_gid_of(address))]
     v2 = [g for g in found if "v2" in (g.get("type") or "").lower()]
     if v2:
         return _check(host, "roce v2 gid", "pass", f"{where} GID index {v2[0]['index']} is RoCE v2 for {address}")
@@ -764,7 +771,8 @@ def _gpu_checks(host, want, probe):
             threshold=expected,
         )
     ]
-    if want.get("devices") and "peermem" in probe:
+    # Where the node has RDMA devices, listed in cluster_rdma_devices (optional) or found.
+    if (want.get("devices") or (probe.get("rdma") or {}).get("devices")) and "peermem" in probe:
         # The kernel side of GPUDirect RDMA (what NCCL looks for). Without it DMA-BUF may still serve: the
         # allreduce rung reads what NCCL used, so its absence is reported here, not failed.
         mem = probe.get("peermem") or {}
@@ -784,25 +792,55 @@ def _gpu_checks(host, want, probe):
 # ---------------------------------------------------------------------------------------------- rungs: traffic
 
 
-def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
-    """Pairwise bandwidth rung.
+def _rail_suspects(bad):
+    """suspects() on each rail apart (bad: [(a, b, rail)]): a node with one slow rail is named with that rail,
+    not blamed with every node it shares a failing pair with on another rail. Returns {host: [rails]}."""
+    out = {}
+    for rail in sorted({r for _, _, r in bad}, key=str):
+        for host in suspects([(a, b) for a, b, r in bad if r == rail]):
+            out.setdefault(host, []).append(rail)
+    return dict(sorted(out.items()))
 
-    measurements: [{"pair": [a, b], "gbps": float|None, "error": str|None}]
-    speeds: {host: line rate Gb/s | None}. Absolute check: gbps >= fraction x min(line rates of the pair);
-    without a known speed there is no absolute threshold (said so). Consistency check: every pair reaches
-    `consistency` x the best pair — finds the slow host even where no line rate is known.
+
+def _rail_label(multi, rail):
+    return f" {rail}" if multi and rail else ""
+
+
+def _named_suspects(rung, multi):
+    return ", ".join(
+        h + (f" ({', '.join(map(str, rung['bad_rails'][h]))})" if multi else "") for h in rung["bad_hosts"]
+    )
+
+
+def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
+    """Pairwise bandwidth rung, every rail of every pair.
+
+    measurements: [{"pair": [a, b], "rail": name|None, "gbps": float|None, "error": str|None}]
+    speeds: {host: line rate Gb/s | None} (node_health: the host's slowest fabric NIC). Absolute check: gbps >=
+    fraction x min(line rates of the pair); without a known speed there is no absolute threshold (said so).
+    Consistency check: every rail of every pair reaches `consistency` x the best — finds the slow host or rail
+    even where no line rate is known.
     """
     best = max((m["gbps"] for m in measurements if m.get("gbps") is not None), default=None)
+    multi = len({m.get("rail") for m in measurements}) > 1
     checks, pairs, bad = [], [], []
     thresholds = []
     for m in measurements:
         a, b = m["pair"]
+        rail = m.get("rail")
         rates = [speeds.get(a), speeds.get(b)]
         limit = threshold_for(min(rates), fraction) if None not in rates else None
         if limit is not None:
             thresholds.append(limit)
         gbps = m.get("gbps")
-        entry = {"pair": [a, b], "gbps": gbps, "threshold": limit, "error": m.get("error"), "status": "pass"}
+        entry = {
+            "pair": [a, b],
+            "rail": rail,
+            "gbps": gbps,
+            "threshold": limit,
+            "error": m.get("error"),
+            "status": "pass",
+        }
         if gbps is None:
             entry["status"] = "fail"
             detail = m.get("error") or "no result"
@@ -811,14 +849,25 @@ def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pa
             detail = f"{gbps:g} Gb/s < {limit:g} ({fraction:.0%} of {min(rates):g} Gb/s line rate)"
         elif best and gbps < consistency * best:
             entry["status"] = "fail"
-            detail = f"{gbps:g} Gb/s < {consistency:.0%} of the best pair ({best:g} Gb/s)"
+            detail = f"{gbps:g} Gb/s < {consistency:.0%} of the best {'rail' if multi else 'pair'} ({best:g} Gb/s)"
         else:
             detail = f"{gbps:g} Gb/s" + ("" if limit is not None else f" ({NO_SPEED})")
         if entry["status"] == "fail":
-            bad.append((a, b))
+            bad.append((a, b, rail))
         pairs.append(entry)
-        checks.append(_check(f"{a}-{b}", tool, entry["status"], detail, value=gbps, threshold=limit, unit="Gb/s"))
+        checks.append(
+            _check(
+                f"{a}-{b}{_rail_label(multi, rail)}",
+                tool,
+                entry["status"],
+                detail,
+                value=gbps,
+                threshold=limit,
+                unit="Gb/s",
+            )
+        )
     values = [p["gbps"] for p in pairs if p["gbps"] is not None]
+    bad_pairs = sorted({(a, b) for a, b, _ in bad})
     rung = _rung_from_checks(
         name,
         checks,
@@ -827,15 +876,18 @@ def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pa
         unit="Gb/s",
         skip_reason="fewer than two hosts",
         pass_reason=None if thresholds else f"{NO_SPEED}; every pair within {consistency:.0%} of the best",
-        bad_pairs=bad,
+        bad_pairs=bad_pairs,
         pairs=pairs,
         tool=tool,
     )
-    rung["bad_hosts"] = suspects(bad)
+    rung["rails"] = sorted({str(p["rail"]) for p in pairs if p["rail"]})
+    rung["bad_rails"] = _rail_suspects(bad)
+    rung["bad_hosts"] = sorted(rung["bad_rails"])
     if rung["status"] == "fail":
+        count = f"{len(bad)} of {len(pairs)} " + ("rail(s) of the pairs" if multi else "pair(s)")
         rung["reason"] = (
-            f"{len(bad)} of {len(pairs)} pair(s) failed"
-            + (f"; suspect host(s): {', '.join(rung['bad_hosts'])}" if rung["bad_hosts"] else "")
+            f"{count} failed"
+            + (f"; suspect host(s): {_named_suspects(rung, multi)}" if rung["bad_hosts"] else "")
             + "; "
             + "; ".join(f"{c['host']}: {c['detail']}" for c in checks if c["status"] == "fail")[:600]
         )
@@ -843,7 +895,9 @@ def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pa
 
 
 def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
-    """measurements: [{"pair": [a, b], "usec": float|None, "error": str|None}] -> rung (typical latency ceiling)."""
+    """measurements: [{"pair": [a, b], "rail", "usec": float|None, "error": str|None}] -> rung (typical latency
+    ceiling, every rail)."""
+    multi = len({m.get("rail") for m in measurements}) > 1
     checks, bad = [], []
     for m in measurements:
         a, b = m["pair"]
@@ -854,13 +908,29 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
             status = "pass" if usec <= ceiling_usec else "fail"
             detail = f"{usec:g} µs (ceiling {ceiling_usec:g})"
         if status == "fail":
-            bad.append((a, b))
-        checks.append(_check(f"{a}-{b}", "latency", status, detail, value=usec, threshold=ceiling_usec, unit="usec"))
+            bad.append((a, b, m.get("rail")))
+        checks.append(
+            _check(
+                f"{a}-{b}{_rail_label(multi, m.get('rail'))}",
+                "latency",
+                status,
+                detail,
+                value=usec,
+                threshold=ceiling_usec,
+                unit="usec",
+            )
+        )
     values = [c["value"] for c in checks if c["value"] is not None]
     rung = _rung_from_checks(
-        name, checks, value=max(values) if values else None, threshold=ceiling_usec, unit="usec", bad_pairs=bad
+        name,
+        checks,
+        value=max(values) if values else None,
+        threshold=ceiling_usec,
+        unit="usec",
+        bad_pairs=sorted({(a, b) for a, b, _ in bad}),
     )
-    rung["bad_hosts"] = suspects(bad)
+    rung["bad_rails"] = _rail_suspects(bad)
+    rung["bad_hosts"] = sorted(rung["bad_rails"])
     return rung
 
 
@@ -1069,17 +1139,23 @@ def evaluate_train(report, floor_tokens_per_s, skip_reason=None, min_mfu=0.0):
 
 
 def bandwidth_matrix(hosts, pairs):
-    """Symmetric host x host matrix of Gb/s (None where not measured) and the failing cells."""
+    """Symmetric host x host matrix of Gb/s (None where not measured) and the failing cells. A pair measured on
+    several rails shows its slowest rail (None if one has no number) and fails if any rail failed."""
     index = {h: i for i, h in enumerate(hosts)}
     values = [[None] * len(hosts) for _ in hosts]
-    failed = []
+    cells = {}
     for p in pairs:
         a, b = p["pair"]
         if a in index and b in index:
-            values[index[a]][index[b]] = values[index[b]][index[a]] = p.get("gbps")
-            if p.get("status") == "fail":
-                failed.append([a, b])
-    return {"hosts": list(hosts), "unit": "Gb/s", "values": values, "failed": failed}
+            cells.setdefault((a, b), []).append(p)
+    failed = []
+    for (a, b), rails in cells.items():
+        gbps = [r.get("gbps") for r in rails]
+        values[index[a]][index[b]] = values[index[b]][index[a]] = None if None in gbps else min(gbps)
+        if any(r.get("status") == "fail" for r in rails):
+            failed.append([a, b])
+    rails = sorted({str(p["rail"]) for p in pairs if p.get("rail")})
+    return {"hosts": list(hosts), "unit": "Gb/s", "values": values, "failed": failed, "rails": rails}
 
 
 def verdict(rungs, hosts, cluster="", started=None, finished=None, keep_going=False, left_out=None):
@@ -1117,41 +1193,123 @@ def skipped_after(names, failed_at):
 # ---------------------------------------------------------------------------------------------- plumbing
 
 
-def peer_args(addresses, me):
-    """`name=address,...` of every other node, for files/probe.py ping."""
-    return ",".join(f"{h}={a}" for h, a in sorted(addresses.items()) if h != me)
+def ping_targets(rails, me, df=False):
+    """files/probe.py ping --targets: every other node on every rail both have, from this node's address on that
+    rail (rails: {host: fabric_rails}; rail i meets the peer's rail i, as a rail-optimised fabric is cabled).
+    The first rail is named by the peer alone, the others `peer/interface`. With `df`, each probe is as large as
+    the smaller MTU of the two interfaces allows (IPv4 + ICMP headers: 28 bytes)."""
+    mine = [r for r in rails.get(me) or [] if r.get("address")]
+    out = []
+    for host in sorted(h for h in rails if h != me):
+        theirs = [r for r in rails[host] or [] if r.get("address")]
+        for i, (local, peer) in enumerate(zip(mine, theirs, strict=False)):
+            target = {"peer": host if i == 0 else f"{host}/{peer['interface']}", "address": peer["address"]}
+            if i:  # the first rail leaves as routed; another rail's probe leaves from that rail's address
+                target["source"] = local["address"]
+            if df:
+                target["size"] = min(int(local["mtu"]), int(peer["mtu"])) - 28
+            out.append(target)
+    return json.dumps(out)
+
+
+def _peer_host(label):
+    """The node of a ping target's label (`node` or `node/interface`)."""
+    return label.split("/", 1)[0]
+
+
+def pair_rails(endpoint, rails):
+    """The rails a node's pair tests run on: [{"name", "address", "device", "ib_port", "gid_index"}].
+
+    With an RDMA endpoint (node_health: rdma_stack_endpoint) its rails, the path NCCL takes: on RoCE each rail's
+    interface and address; on InfiniBand each ACTIVE port, reached over the first fabric address (perftest
+    exchanges its connection data over TCP, then uses the port's LID). Without one (TCP, iperf3): every fabric
+    interface with an IPv4 address. rails: fabric_rails of the node."""
+    addressed = [r for r in rails or [] if r.get("address")]
+    first = addressed[0]["address"] if addressed else ""
+    if not endpoint or not endpoint.get("hca"):
+        return [{"name": r["interface"], "address": r["address"]} for r in addressed]
+    by_name = {r["interface"]: r["address"] for r in addressed}
+    return [
+        {
+            "name": r.get("interface") or f"{r['hca']}:{r['port']}",
+            "address": by_name.get(r.get("interface"), first),
+            "device": r["hca"],
+            "ib_port": r["port"],
+            "gid_index": r.get("gid_index"),
+        }
+        for r in endpoint.get("rails") or [endpoint | {"interface": None}]
+    ]
+
+
+def pair_rail_args(mine, theirs, mode):
+    """files/probe.py pair --rails for one end of a pair: this node's rail i against the peer's rail i, for the
+    rails both have (node_health fails a node that lacks one). The client reaches the peer's address on the
+    rail; both ends bind their own (iperf3 -B), so each test runs on its rail whatever the routes say."""
+    out = []
+    for local, peer in zip(mine or [], theirs or [], strict=False):
+        rail = {k: local[k] for k in ("name", "device", "ib_port", "gid_index") if local.get(k) is not None}
+        rail["local"] = local["address"]
+        if mode == "client":
+            rail["peer"] = peer["address"]
+        out.append(rail)
+    return json.dumps(out)
+
+
+def rail_gaps(rounds, rails, tools):
+    """A failed measurement for every rail one end of a pair has and the other lacks (the pair tests meet rail i
+    with rail i, so it cannot be measured): said, not left out. rounds: round_robin; rails: {host: pair_rails}."""
+    out = []
+    for a, b in (pair for pairs in rounds or [] for pair in pairs):
+        mine, theirs = rails.get(a) or [], rails.get(b) or []
+        short, long_ = (b, mine) if len(mine) > len(theirs) else (a, theirs)
+        for i in range(min(len(mine), len(theirs)), len(long_)):
+            error = (
+                f"{short} has no rail {i + 1} ({long_[i]['name']}): {len(mine)} rail(s) on {a}, {len(theirs)} on {b}"
+            )
+            out += [{"pair": [a, b], "rail": long_[i]["name"], "tool": tool, "gbps": None, "usec": None,
+                     "error": error} for tool in tools]  # fmt: skip
+    return out
 
 
 def measurements(raw, servers=None):
-    """Client results of files/probe.py pair -> [{"pair", "gbps"|"usec", "error"}] (parsed per tool).
+    """Client results of files/probe.py pair -> [{"pair", "rail", "tool", "gbps"|"usec", "error"}], one per
+    rail (parsed per tool).
 
-    servers: {"<tool> <a> <b>": server-side result}, to say why a client could not connect.
+    raw: [{"pair", "tool", "out": {"tool", "rails": [{"rail", "rc", "output"}]}}]; servers: {"<tool> <a> <b>":
+    the server end's result}, to say why a client could not connect.
     """
     out = []
     for item in raw or []:
-        item = dict(item, server=(servers or {}).get(f"{item.get('tool')} {' '.join(item['pair'])}"))
-        res = item.get("out") or {}
-        tool, text = res.get("tool") or item.get("tool"), res.get("output") or ""
-        entry = {"pair": list(item["pair"]), "tool": tool, "gbps": None, "usec": None, "error": None}
-        if tool == "iperf3":
-            parsed = parse_iperf3(text)
-            entry["gbps"] = parsed.get("gbps")
-            entry["error"] = parsed.get("error")
-        elif tool == "ib_write_bw":
-            parsed = parse_perftest_bw(text)
-            entry["gbps"] = parsed["gbps"] if parsed else None
-        else:
-            parsed = parse_perftest_lat(text)
-            entry["usec"] = parsed["t_typical"] if parsed else None
-        if parsed is None or (entry["gbps"] is None and entry["usec"] is None and not entry["error"]):
-            lines = [line for line in text.strip().splitlines() if line.strip()]
-            entry["error"] = f"{tool} rc {res.get('rc')}: {lines[-1].strip() if lines else 'no output'}"[:300]
-        server = item.get("server") or {}
-        if entry["error"] and server.get("rc"):
-            lines = [line for line in (server.get("output") or "").strip().splitlines() if line.strip()]
-            entry["error"] += f"; server {item['pair'][1]}: {lines[-1].strip() if lines else 'rc ' + str(server['rc'])}"
-        out.append(entry)
+        client = item.get("out") or {}
+        server = (servers or {}).get(f"{item.get('tool')} {' '.join(item['pair'])}") or {}
+        server_rails = {r.get("rail"): r for r in server.get("rails") or []}
+        tool = client.get("tool") or item.get("tool")
+        for res in client.get("rails") or [{"rail": None, "rc": None, "output": ""}]:
+            out.append(_measurement(list(item["pair"]), tool, res, server_rails.get(res.get("rail")) or {}))
     return out
+
+
+def _measurement(pair, tool, res, server):
+    """One rail of one pair: the client's output parsed, or why there is no number."""
+    text = res.get("output") or ""
+    entry = {"pair": pair, "rail": res.get("rail"), "tool": tool, "gbps": None, "usec": None, "error": None}
+    if tool == "iperf3":
+        parsed = parse_iperf3(text)
+        entry["gbps"] = parsed.get("gbps")
+        entry["error"] = parsed.get("error")
+    elif tool == "ib_write_bw":
+        parsed = parse_perftest_bw(text)
+        entry["gbps"] = parsed["gbps"] if parsed else None
+    else:
+        parsed = parse_perftest_lat(text)
+        entry["usec"] = parsed["t_typical"] if parsed else None
+    if parsed is None or (entry["gbps"] is None and entry["usec"] is None and not entry["error"]):
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        entry["error"] = f"{tool} rc {res.get('rc')}: {lines[-1].strip() if lines else 'no output'}"[:300]
+    if entry["error"] and server.get("rc"):
+        lines = [line for line in (server.get("output") or "").strip().splitlines() if line.strip()]
+        entry["error"] += f"; server {pair[1]}: {lines[-1].strip() if lines else 'rc ' + str(server['rc'])}"
+    return entry
 
 
 def evaluate_host_errors(name, errors, hosts, pass_reason=None, unreachable=None):
@@ -1315,8 +1473,12 @@ class FilterModule:
             "cluster_validate_train": evaluate_train,
             "cluster_validate_verdict": verdict,
             "cluster_validate_skipped_after": skipped_after,
-            "cluster_validate_peer_args": peer_args,
+            "cluster_validate_ping_targets": ping_targets,
+            "cluster_validate_fabric_rails": fabric_rails,
+            "cluster_validate_pair_rails": pair_rails,
+            "cluster_validate_pair_rail_args": pair_rail_args,
             "cluster_validate_measurements": measurements,
+            "cluster_validate_rail_gaps": rail_gaps,
             "cluster_validate_host_errors": evaluate_host_errors,
             "cluster_validate_host_json": host_json,
             "cluster_validate_reach_result": reach_result,

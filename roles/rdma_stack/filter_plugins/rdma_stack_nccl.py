@@ -27,7 +27,8 @@ def roce_gid_of(ipv4: str) -> str:
     return ":".join(f"{x:04x}" for x in (int(mapped) >> s & 0xFFFF for s in range(112, -16, -16)))
 
 
-def _same_gid(value: str, want: str) -> bool:
+def same_gid(value: str, want: str) -> bool:
+    """Two GIDs are one address, whatever their notation (sysfs writes every group, zero-padded)."""
     try:
         return ipaddress.IPv6Address(value) == ipaddress.IPv6Address(want)
     except ValueError:
@@ -56,7 +57,7 @@ def endpoint(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str,
                     want
                     and gid.get("netdev") == ifname
                     and "v2" in (gid.get("type") or "").lower()
-                    and _same_gid(gid.get("gid") or "", want)
+                    and same_gid(gid.get("gid") or "", want)
                 ):
                     return out | {
                         "hca": dev["name"],
