@@ -387,6 +387,54 @@ def test_node_health_checks_every_rail() -> None:
     assert gone["status"] == "fail" and "fabric interface rdma1 does not exist" in gone["reason"]
 
 
+def _two_rail_probe(rail_rate="100 Gb/sec (2X HDR)", rail_mbps=100000):
+    """A RoCE node with rdma0 on mlx5_0 (the fixture's 25 Gb/s) and rdma1 on mlx5_1."""
+    probe = _roce_probe()
+    gid = {"index": 3, "gid": cv.roce_gid_of("10.77.251.11"), "type": "RoCE v2", "netdev": "rdma1"}
+    rail = {"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet", "rate": rail_rate, "gids": [gid]}
+    probe["rdma"]["devices"].append({"name": "mlx5_1", "ports": [rail]})
+    probe["ibv_devinfo"] += fixture("ibv_devinfo_roce.txt").replace("mlx5_0", "mlx5_1")
+    probe["rails"] = {"rdma1": _nic(speed_mbps=rail_mbps, virtual=False)}
+    return probe
+
+
+TWO_RAILS = WANT | {"rails": [{"interface": "rdma1", "address": "10.77.251.11", "mtu": 9000}]}
+
+
+def test_line_rate_of_every_link_and_a_link_trained_down() -> None:
+    # No rate expected: each rail's rate is kept for the pair tests, the difference noted, nothing failed.
+    rung = cv.evaluate_node_health({"n1": _two_rail_probe()}, {"n1": TWO_RAILS})
+    assert rung["status"] == "pass", rung["reason"]
+    assert rung["rail_speeds"] == {"n1": {"rdma0": 25.0, "rdma1": 100.0}} and rung["speeds"] == {"n1": 25.0}
+    assert any("fabric links at different line rates (rdma0 25 Gb/s, rdma1 100 Gb/s)" in n for n in rung["notes"])
+    # 100 Gb/s expected: rdma0's 25 Gb/s NIC and port fail, named; rdma1 passes.
+    slow = cv.evaluate_node_health({"n1": _two_rail_probe()}, {"n1": TWO_RAILS}, 100.0)
+    failed = sorted((c["check"], c["detail"]) for c in slow["checks"] if c["status"] == "fail")
+    assert failed == [("nic speed", "rdma0 25 Gb/s, below the expected 100 Gb/s (trained down?)"),
+                      ("port rate", "mlx5_0 port 1 25 Gb/s, below the expected 100 Gb/s (trained down?)")]  # fmt: skip
+    assert slow["bad_hosts"] == ["n1"] and not any("different line rates" in n for n in slow["notes"])
+    # A port that trained down under a NIC that says 100 Gb/s: the rail keeps the lower rate.
+    down = cv.evaluate_node_health({"n1": _two_rail_probe(rail_rate="50 Gb/sec (2X HDR)")}, {"n1": TWO_RAILS})
+    assert down["rail_speeds"]["n1"]["rdma1"] == 50.0
+
+
+def test_pairs_hold_each_rail_to_its_own_line_rate() -> None:
+    speeds = {"n1": 25.0, "n2": 25.0}
+    rails = {"n1": {"rdma0": 25.0, "rdma1": 100.0}, "n2": {"rdma0": 25.0, "rdma1": 100.0}}
+    values = [(("n1", "n2"), "rdma0", 23.5), (("n1", "n2"), "rdma1", 50.0)]
+    # Against the node's slowest link alone, the 100 Gb/s rail at 50 would pass (50 >= 22.5) ...
+    assert cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, consistency=0.1)["status"] == "pass"
+    # ... against its own line rate it fails, and rdma0 is still held to 25.
+    rung = cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, consistency=0.1, rail_speeds=rails)
+    assert rung["status"] == "fail" and [p["threshold"] for p in rung["pairs"]] == [22.5, 90.0]
+    assert "n1-n2 rdma1: 50 Gb/s < 90 (90% of 100 Gb/s line rate)" in rung["reason"], rung["reason"]
+    # A rail node_health does not know (an InfiniBand port's name, say) falls back to the node's slowest link.
+    assert (
+        cv.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), speeds, rail_speeds=rails)["threshold"]
+        == 22.5
+    )
+
+
 def test_node_health_pvrdma_is_flagged() -> None:
     rung = cv.evaluate_node_health(
         {"n1": _roce_probe(devinfo="ibv_devinfo_pvrdma.txt", name="rocep11s0")}, {"n1": WANT}

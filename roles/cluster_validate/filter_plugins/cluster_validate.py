@@ -510,16 +510,19 @@ SRIOV_NOTE = (
 )
 
 
-def evaluate_node_health(probes, expect):
+def evaluate_node_health(probes, expect, line_rate=0.0):
     """Node health from each host's probe (files/probe.py node + rdma_sysfs_devices + ibv_devinfo + sminfo).
 
     probes: {host: {"nic": {...}, "rdma": {devices, state}, "ibv_devinfo": text|None, "sminfo": text|None,
                     "modules": [..]|None, "gpus": {"count", "driver"}|None}}
     expect: {host: {"interface", "mtu", "address", "link_layer", "devices": [...], "modules": [...], "gpus": int}}
+    line_rate: the Gb/s every fabric NIC and RDMA port must run at (cluster_validate_line_rate_gbps; 0: none
+    expected, a node whose links run at different rates is noted). Returns the rung with `speeds` (host -> its
+    slowest link) and `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand).
     """
     checks = []
     notes = []
-    speeds = {}
+    rates = {}
     for host in sorted(expect):
         want = expect[host]
         probe = probes.get(host)
@@ -527,18 +530,25 @@ def evaluate_node_health(probes, expect):
             checks.append(_check(host, "probe", "fail", "no probe result (host failed or unreachable)"))
             continue
         ifname = want["interface"]
-        nic_checks, rate = _nic_checks(host, ifname, probe.get("nic") or {}, want["mtu"])
+        nic_checks, rate = _nic_checks(host, ifname, probe.get("nic") or {}, want["mtu"], line_rate)
         checks += nic_checks
         if rate is False:
             continue
-        speeds[host] = rate
+        _rate(rates, host, ifname, rate)
         nic = probe.get("nic") or {}
         if nic.get("sriov_vf"):
             notes.append(f"{host}: {ifname} is an {SRIOV_NOTE}")
-        checks += _rdma_checks(host, want, probe, notes, speeds)
-        checks += _rail_checks(host, want, probe, notes, speeds)
+        checks += _rdma_checks(host, want, probe, notes, rates, line_rate)
+        checks += _rail_checks(host, want, probe, notes, rates, line_rate)
         checks += _module_checks(host, want, probe)
         checks += _gpu_checks(host, want, probe)
+        known = {rail: r for rail, r in rates[host].items() if r is not None}
+        if len(set(known.values())) > 1 and not line_rate:
+            notes.append(
+                f"{host}: fabric links at different line rates ("
+                + ", ".join(f"{rail} {r:g} Gb/s" for rail, r in known.items())
+                + "): each rail is held to its own; set cluster_validate_line_rate_gbps to fail a link trained down"
+            )
     good = [h for h in expect if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
     skipped = sorted({c["detail"].split(": ", 1)[-1] for c in checks if c["status"] == "skip"})
     return _rung_from_checks(
@@ -549,11 +559,26 @@ def evaluate_node_health(probes, expect):
         unit="hosts",
         pass_reason=("skipped: " + "; ".join(skipped)) if skipped else None,
         notes=notes,
-        speeds=speeds,
+        speeds={h: min((r for r in v.values() if r is not None), default=None) for h, v in rates.items()},
+        rail_speeds=rates,
     )
 
 
-def _nic_checks(host, ifname, nic, want_mtu):
+def _rate(rates, host, rail, rate):
+    """Record a link's line rate (Gb/s, None: unknown): a rail keeps the lowest of its NIC and its RDMA port."""
+    have = rates.setdefault(host, {}).get(rail)
+    rates[host][rail] = rate if have is None else (have if rate is None else min(have, rate))
+
+
+def _line_rate_check(host, what, where, rate, line_rate):
+    """A link against the expected line rate: below it the link trained down (a cable, a port, a PCIe slot)."""
+    if rate < line_rate:
+        detail = f"{where} {rate:g} Gb/s, below the expected {line_rate:g} Gb/s (trained down?)"
+        return _check(host, what, "fail", detail, value=rate, threshold=line_rate, unit="Gb/s")
+    return _check(host, what, "pass", f"{where} {rate:g} Gb/s", value=rate, threshold=line_rate, unit="Gb/s")
+
+
+def _nic_checks(host, ifname, nic, want_mtu, line_rate=0.0):
     """A fabric interface: present, up, its MTU, its line rate. Returns (checks, rate in Gb/s | None), rate False
     when the interface does not exist."""
     if not nic.get("exists"):
@@ -584,6 +609,8 @@ def _nic_checks(host, ifname, nic, want_mtu):
         nominal = f", its nominal {nic['speed_mbps']} Mb/s ignored" if nic.get("speed_mbps") else ""
         why = f"virtual NIC (no device behind it{nominal})" if nic.get("virtual") else "not reported"
         checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
+    elif line_rate:
+        checks.append(_line_rate_check(host, "nic speed", ifname, rate, line_rate))
     else:
         checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
     return checks, rate
@@ -603,24 +630,24 @@ def rail_expect(interfaces):
     return fabric_rails(interfaces)[1:]
 
 
-def _rail_checks(host, want, probe, notes, speeds):
+def _rail_checks(host, want, probe, notes, rates, line_rate=0.0):
     """The other fabric interfaces (want["rails"]) as the first: the NIC, and on RoCE its RDMA port (bound,
     ACTIVE, MTU, the RoCE v2 GID of its address). On InfiniBand every port is checked with the first already."""
     checks = []
     nics = probe.get("rails") or {}
     for rail in want.get("rails") or []:
-        nic_checks, rate = _nic_checks(host, rail["interface"], nics.get(rail["interface"]) or {}, rail["mtu"])
+        name = rail["interface"]
+        nic_checks, rate = _nic_checks(host, name, nics.get(name) or {}, rail["mtu"], line_rate)
         checks += nic_checks
         if rate is False:
             continue
-        if rate is not None:
-            speeds[host] = rate if speeds.get(host) is None else min(rate, speeds[host])
+        _rate(rates, host, name, rate)
         if want.get("link_layer", "ethernet") == "ethernet" and (probe.get("rdma") or {}).get("devices"):
-            checks += _rdma_checks(host, want | rail | {"devices": []}, probe, notes, speeds)
+            checks += _rdma_checks(host, want | rail | {"devices": []}, probe, notes, rates, line_rate)
     return checks
 
 
-def _rdma_checks(host, want, probe, notes, speeds):
+def _rdma_checks(host, want, probe, notes, rates, line_rate=0.0):
     rdma = probe.get("rdma") or {}
     devices = rdma.get("devices") or []
     expected = want.get("devices") or []
@@ -672,9 +699,11 @@ def _rdma_checks(host, want, probe, notes, speeds):
                 f"{where} link layer {port.get('link_layer')} (configured {link_layer})",
             )
         )
+        # The port's rate, on the rail the pair tests name it by: the interface on RoCE, `hca:port` on InfiniBand.
         rate = link_rate_gbps(port.get("rate"))
-        if rate is not None:
-            speeds[host] = rate if speeds.get(host) is None else min(rate, speeds[host])
+        _rate(rates, host, ifname if link_layer == "Ethernet" else f"{dev['name']}:{port['port']}", rate)
+        if rate is not None and line_rate:
+            checks.append(_line_rate_check(host, "port rate", where, rate, line_rate))
         info = next((p for p in devinfo.get(dev["name"], {}).get("ports", []) if p["port"] == port["port"]), None)
         if info and "active_mtu" in info:
             need = required_ib_mtu(want["mtu"])
@@ -812,11 +841,20 @@ def _named_suspects(rung, multi):
     )
 
 
-def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
+def _rail_rate(host, rail, speeds, rail_speeds):
+    """A host's line rate on a rail: the rail's own where node_health knows it, else the host's slowest link."""
+    own = (rail_speeds or {}).get(host) or {}
+    return own[rail] if rail in own else speeds.get(host)
+
+
+def evaluate_pairs(
+    measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3", rail_speeds=None
+):
     """Pairwise bandwidth rung, every rail of every pair.
 
     measurements: [{"pair": [a, b], "rail": name|None, "gbps": float|None, "error": str|None}]
-    speeds: {host: line rate Gb/s | None} (node_health: the host's slowest fabric NIC). Absolute check: gbps >=
+    speeds: {host: line rate Gb/s | None} (node_health: the host's slowest fabric link); rail_speeds: {host:
+    {rail: Gb/s | None}} (node_health: each rail's, which a rail is held to where known). Absolute check: gbps >=
     fraction x min(line rates of the pair); without a known speed there is no absolute threshold (said so).
     Consistency check: every rail of every pair reaches `consistency` x the best — finds the slow host or rail
     even where no line rate is known.
@@ -828,7 +866,7 @@ def evaluate_pairs(measurements, speeds, fraction=0.9, consistency=0.5, name="pa
     for m in measurements:
         a, b = m["pair"]
         rail = m.get("rail")
-        rates = [speeds.get(a), speeds.get(b)]
+        rates = [_rail_rate(a, rail, speeds, rail_speeds), _rail_rate(b, rail, speeds, rail_speeds)]
         limit = threshold_for(min(rates), fraction) if None not in rates else None
         if limit is not None:
             thresholds.append(limit)
