@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 HOSTS  ?= 2
+RAILS  ?= 1
 LEAVES ?= 1
 SPINES ?= 0
 INVENTORY ?= inventory/lab
@@ -50,8 +51,8 @@ image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
 validate: venv  ## Validation ladder on INVENTORY (default the lab): verdict in artifacts/validate/<time>/
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml $(ARGS)
 
-lab-up: venv  ## Start the lab cluster (HOSTS=2..8; LEAVES=2 SPINES=1 for a leaf-spine fabric of emulators)
-	$(BIN)/python -m lab up --hosts $(HOSTS) --leaves $(LEAVES) --spines $(SPINES)
+lab-up: venv  ## Start the lab cluster (HOSTS=2..8; LEAVES=2 SPINES=1 for a leaf-spine fabric; RAILS=2 NICs per host)
+	$(BIN)/python -m lab up --hosts $(HOSTS) --leaves $(LEAVES) --spines $(SPINES) --rails $(RAILS)
 
 lab-down:  ## Remove every lab container, network and process
 	$(PYTHON) -m lab down
@@ -60,7 +61,7 @@ lab-status:  ## Show the lab
 	$(PYTHON) -m lab status
 
 demo: setup  ## Build the lab, run site.yml on it, print where the results are
-	$(BIN)/python -m lab demo --hosts $(HOSTS)
+	$(BIN)/python -m lab demo --hosts $(HOSTS) --rails $(RAILS)
 
 clean: lab-down  ## Remove the lab, the venv and caches
 	rm -rf $(VENV) .ansible .cache .lab artifacts

@@ -94,7 +94,7 @@ def demo_corpus() -> Path:
 
 
 def demo(args) -> int:
-    state = cluster.up(args.hosts)
+    state = cluster.up(args.hosts, rails=args.rails)
     took_site = playbook("site.yml")
     took_validate, verdict = validate()
     run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
@@ -163,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         help="leaf switches (default 1: the single lab-switch); >1 or --spines: a fabric",
     )
     p_up.add_argument("--spines", type=int, default=0, help="spine switches, 0..4 (default 0)")
+    rails_help = f"fabric NICs per host (rails rdma0..), 1..{cluster.MAX_RAILS} (default 1)"
+    p_up.add_argument("--rails", type=int, default=1, help=rails_help)
     sub.add_parser("down", help="remove every lab container, network and process")
     sub.add_parser("status", help="show the lab; exit 1 when it is down")
     p_demo = sub.add_parser("demo", help="lab up, then site.yml on it")
     p_demo.add_argument("--hosts", type=int, default=2)
+    p_demo.add_argument("--rails", type=int, default=1, help=rails_help)
     p_demo.add_argument("--engine", choices=["ddp", "deepspeed"], default="ddp")
     p_demo.add_argument("--steps", type=int, default=200)
     p_demo.add_argument("--no-train", action="store_true", help="stop after site.yml")
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_image())
         return 0
     if args.command == "up":
-        cluster.up(args.hosts, args.leaves, args.spines)
+        cluster.up(args.hosts, args.leaves, args.spines, args.rails)
         return 0
     if args.command == "down":
         cluster.down()

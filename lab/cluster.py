@@ -27,6 +27,10 @@ FABRIC_PREFIX = "10.77.250"
 FABRIC_IFNAME = "rdma0"
 FABRIC_MTU = 9000
 MAX_HOSTS = 8
+# `lab up --rails R`: a fabric NIC per rail, rdma<r> on network rdmalab-fabric<r+1> (the first keeps its name),
+# subnet 10.77.<250+r>.0/24: the NIC-per-GPU node a rail-optimised fabric connects, rail r to rail r.
+MAX_RAILS = 4
+RAILS_LABEL = "io.rdma-llm-cluster.lab.rails"
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
 SSH_DIR = STATE_ROOT / "ssh"
@@ -54,7 +58,23 @@ class Node:
 
     @property
     def fabric_cidr(self) -> str:
-        return f"{FABRIC_PREFIX}.{10 + self.index}/24"
+        return self.rail_cidr(0)
+
+    def rail_cidr(self, rail: int) -> str:
+        """This host's address on rail `rail` (0: the fabric address)."""
+        return f"{rail_prefix(rail)}.{10 + self.index}/24"
+
+
+def rail_prefix(rail: int) -> str:
+    return FABRIC_PREFIX if rail == 0 else f"10.77.{250 + rail}"
+
+
+def rail_net(rail: int) -> str:
+    return FABRIC_NET if rail == 0 else f"{FABRIC_NET}{rail + 1}"
+
+
+def rail_ifname(rail: int) -> str:
+    return f"rdma{rail}"
 
 
 def log(msg: str) -> None:
@@ -188,29 +208,35 @@ def ensure_key() -> Path:
     return KEY
 
 
-def ensure_networks() -> None:
+def ensure_networks(rails: int = 1) -> None:
     have = set(networks())
     if MGMT_NET not in have:
         # Management: NAT to the outside (apt, PyPI) and container-to-container TCP.
         podman.run("network", "create", "--label", LABEL, "--subnet", MGMT_SUBNET, "--gateway", MGMT_GW, MGMT_NET)
-    if FABRIC_NET not in have:
-        # Fabric: internal, no DNS, no IPAM: interfaces come up unaddressed, like a fresh RoCE NIC.
-        podman.run(
-            "network",
-            "create",
-            "--label",
-            LABEL,
-            "--internal",
-            "--disable-dns",
-            "--ipam-driver",
-            "none",
-            "-o",
-            f"mtu={FABRIC_MTU}",
-            FABRIC_NET,
-        )
+    for net in (rail_net(r) for r in range(rails)):
+        if net not in have:
+            # Fabric: internal, no DNS, no IPAM: interfaces come up unaddressed, like a fresh RoCE NIC.
+            podman.run(
+                "network",
+                "create",
+                "--label",
+                LABEL,
+                "--internal",
+                "--disable-dns",
+                "--ipam-driver",
+                "none",
+                "-o",
+                f"mtu={FABRIC_MTU}",
+                net,
+            )
 
 
-def start_node(node: Node, image: str) -> None:
+def start_node(node: Node, image: str, rails: int = 1) -> None:
+    podman.run(*node_run_args(node, rails), image)
+
+
+def node_run_args(node: Node, rails: int = 1) -> list[str]:
+    """`podman run` for a lab host, less the image: systemd as PID 1, management and one fabric NIC per rail."""
     args = [
         "run",
         "-d",
@@ -220,6 +246,8 @@ def start_node(node: Node, image: str) -> None:
         node.name,
         "--label",
         LABEL,
+        "--label",
+        f"{RAILS_LABEL}={rails}",
         "--systemd=always",
         # netplan apply needs rw /sys (udevadm trigger); ping needs NET_RAW.
         "--privileged",
@@ -227,8 +255,7 @@ def start_node(node: Node, image: str) -> None:
         "--no-hosts",
         "--network",
         f"{MGMT_NET}:ip={node.mgmt_ip}",
-        "--network",
-        f"{FABRIC_NET}:interface_name={FABRIC_IFNAME}",
+        *(a for r in range(rails) for a in ("--network", f"{rail_net(r)}:interface_name={rail_ifname(r)}")),
         "-v",
         f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
         # A restarted host brings its netplan fabric address up at boot, as a real server does.
@@ -238,7 +265,7 @@ def start_node(node: Node, image: str) -> None:
     if HOST_CA_DIR.is_dir() and any(HOST_CA_DIR.iterdir()):
         # A TLS-intercepting proxy's CA must be trusted for PyPI; mounted, never baked in.
         args += ["-v", f"{HOST_CA_DIR}:/usr/local/share/ca-certificates/lab-host:ro"]
-    podman.run(*args, image)
+    return args
 
 
 def wait_ssh(node: Node, deadline: float) -> None:
@@ -416,13 +443,21 @@ def stop_fabric() -> None:
 
 
 def write_inventory(
-    nodes: list[Node], switch_port_: int | None, fabric: list[FabricSwitch] | None = None, ports: dict | None = None
+    nodes: list[Node],
+    switch_port_: int | None,
+    fabric: list[FabricSwitch] | None = None,
+    ports: dict | None = None,
+    rails: int = 1,
 ) -> None:
-    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports))
+    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports, rails))
 
 
 def inventory_text(
-    nodes: list[Node], switch_port_: int | None, fabric: list[FabricSwitch] | None = None, ports: dict | None = None
+    nodes: list[Node],
+    switch_port_: int | None,
+    fabric: list[FabricSwitch] | None = None,
+    ports: dict | None = None,
+    rails: int = 1,
 ) -> str:
     """The lab inventory (hosts.yml): the nodes, and the single switch or the leaf-spine fabric."""
     lines = [
@@ -442,10 +477,13 @@ def inventory_text(
             f"        {n.name}:",
             f"          ansible_host: {n.mgmt_ip}",
             "          cluster_fabric_interfaces:",
-            f"            - name: {FABRIC_IFNAME}",
-            f"              addresses: [{n.fabric_cidr}]",
-            f"              mtu: {FABRIC_MTU}",
         ]
+        for r in range(rails):
+            lines += [
+                f"            - name: {rail_ifname(r)}",
+                f"              addresses: [{n.rail_cidr(r)}]",
+                f"              mtu: {FABRIC_MTU}",
+            ]
     lines += ["    subnet_managers:", "      hosts:", f"        {nodes[0].name}:"]
     if fabric:
         lines += fabric_inventory(fabric, ports or {})
@@ -462,27 +500,36 @@ def inventory_text(
     return "\n".join(lines) + "\n"
 
 
-def up(n_hosts: int, leaves: int = 1, spines: int = 0) -> dict:
+def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1) -> dict:
     """Hosts, networks and the switch. One leaf and no spine (the default) is the single `lab-switch`;
-    more make a leaf-spine fabric of emulators (lab-leaf1.., lab-spine1..) in the inventory."""
+    more make a leaf-spine fabric of emulators (lab-leaf1.., lab-spine1..) in the inventory. `rails` fabric
+    NICs per host (rdma0..): a host of another shape is started again."""
     if not 1 <= n_hosts <= MAX_HOSTS:
         raise SystemExit(f"lab: --hosts must be 1..{MAX_HOSTS}, got {n_hosts}")
+    if not 1 <= rails <= MAX_RAILS:
+        raise SystemExit(f"lab: --rails must be 1..{MAX_RAILS}, got {rails}")
     t0 = time.monotonic()
     nodes = [Node(i) for i in range(1, n_hosts + 1)]
     fabric = fabric_plan(nodes, leaves, spines) if (leaves, spines) != (1, 0) else None
     image = ensure_image(log)
     want = {n.name for n in nodes}
     running = {c["Names"][0]: c for c in containers()}
-    # Stale or surplus lab hosts (a crashed run, a different size) go first.
-    stale = [name for name, c in running.items() if name not in want or c.get("State") != "running"]
+    # Stale or surplus lab hosts (a crashed run, a different size or number of rails) go first.
+    stale = [
+        name
+        for name, c in running.items()
+        if name not in want
+        or c.get("State") != "running"
+        or (c.get("Labels") or {}).get(RAILS_LABEL, "1") != str(rails)
+    ]
     if stale:
         log(f"lab: removing stale host(s): {' '.join(sorted(stale))}")
         podman.run("rm", "-f", "-t", "5", *stale)
     ensure_key()
-    ensure_networks()
+    ensure_networks(rails)
     todo = [n for n in nodes if n.name not in running or n.name in stale]
     for n in todo:
-        start_node(n, image)
+        start_node(n, image, rails)
     log(f"lab: {len(todo)} host(s) started, {len(nodes) - len(todo)} already running; waiting for SSH")
     deadline = time.monotonic() + 120
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
@@ -497,9 +544,10 @@ def up(n_hosts: int, leaves: int = 1, spines: int = 0) -> dict:
         stop_fabric()
         ports = {}
         port = start_switch()
-    write_inventory(nodes, port, fabric if ports else None, ports)
+    write_inventory(nodes, port, fabric if ports else None, ports, rails)
     state = {
         "hosts": [n.name for n in nodes],
+        "rails": rails,
         "switch_port": port,
         "fabric": ports,
         "inventory": str(INVENTORY),
@@ -508,6 +556,7 @@ def up(n_hosts: int, leaves: int = 1, spines: int = 0) -> dict:
     (STATE_ROOT / "state.json").write_text(json.dumps(state, indent=2))
     log(
         f"lab: up in {state['seconds']} s: {len(nodes)} host(s)"
+        + (f" with {rails} fabric NICs each ({', '.join(rail_ifname(r) for r in range(rails))})" if rails > 1 else "")
         + (f", switch on 127.0.0.1:{port}" if port else "")
         + (f", switches {', '.join(f'{n} on 127.0.0.1:{p}' for n, p in ports.items())}" if ports else "")
         + ("" if port or ports else ", no switch emulator yet")

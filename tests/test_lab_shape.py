@@ -1,0 +1,44 @@
+"""The lab's shape without starting it: `lab up --rails R` gives every host R fabric NICs, each on a network of its
+own and listed in the lab inventory, which the validation ladder then pings and measures rail by rail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from lab import cluster
+from tests.test_validate_unit import cv
+
+
+def test_rails_in_the_inventory_and_on_the_hosts() -> None:
+    nodes = [cluster.Node(1), cluster.Node(2)]
+    inventory = yaml.safe_load(cluster.inventory_text(nodes, None, rails=2))
+    hosts = inventory["all"]["children"]["rdma_nodes"]["hosts"]
+    assert hosts["lab-node2"]["cluster_fabric_interfaces"] == [
+        {"name": "rdma0", "addresses": ["10.77.250.12/24"], "mtu": 9000},
+        {"name": "rdma1", "addresses": ["10.77.251.12/24"], "mtu": 9000},
+    ]
+    # One rail: the lab as it always was.
+    single = yaml.safe_load(cluster.inventory_text(nodes, None))["all"]["children"]["rdma_nodes"]["hosts"]
+    assert [i["name"] for i in single["lab-node1"]["cluster_fabric_interfaces"]] == ["rdma0"]
+    # Each rail's NIC on its own network, named as the inventory names it; the shape is labelled, so `lab up`
+    # with another number of rails starts the host again.
+    args = cluster.node_run_args(nodes[0], rails=2)
+    networks = [args[i + 1] for i, a in enumerate(args) if a == "--network"]
+    assert networks == [f"{cluster.MGMT_NET}:ip=10.77.0.11", "rdmalab-fabric:interface_name=rdma0",
+                        "rdmalab-fabric2:interface_name=rdma1"]  # fmt: skip
+    assert f"{cluster.RAILS_LABEL}=2" in args
+    # The ladder's rails of that inventory: lab-node1 pings lab-node2 on both, the second from its own rail.
+    rails = {h: cv.fabric_rails(v["cluster_fabric_interfaces"]) for h, v in hosts.items()}
+    assert json.loads(cv.ping_targets(rails, "lab-node1")) == [
+        {"peer": "lab-node2", "address": "10.77.250.12"},
+        {"peer": "lab-node2/rdma1", "address": "10.77.251.12", "source": "10.77.251.11"},
+    ]
+
+
+@pytest.mark.parametrize("rails", [0, cluster.MAX_RAILS + 1])
+def test_rails_out_of_range_are_refused_before_anything_starts(rails: int) -> None:
+    with pytest.raises(SystemExit, match=f"--rails must be 1..{cluster.MAX_RAILS}, got {rails}"):
+        cluster.up(2, rails=rails)
