@@ -58,7 +58,8 @@ def markdown(verdict: dict) -> str:
         if rung.get("pairs"):
             # One row per rail of a pair where the nodes have several fabric NICs.
             rails = len(rung.get("rails") or []) > 1
-            lines += ["", "| pair |" + (" rail |" if rails else "") + " Gb/s | threshold | status |"]
+            lines += [""] if lines[-1] else []
+            lines += ["| pair |" + (" rail |" if rails else "") + " Gb/s | threshold | status |"]
             lines += ["|---|" + ("---|" if rails else "") + "---|---|---|"]
             lines += [
                 f"| {p['pair'][0]}-{p['pair'][1]} |"
