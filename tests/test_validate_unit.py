@@ -1049,6 +1049,15 @@ def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
     assert not any("cudaDriverVersion" in line for line in kept)
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("nccl_*.txt")))
+def test_probe_keeps_every_nccl_line_the_parser_reads(name: str, tmp_path: Path) -> None:
+    """The probe sends the controller only the lines its NCCL_LINE matches; the parser (rdma_stack's) must find
+    in them all it finds in the whole log, for every recorded log: the two sets of patterns cannot drift."""
+    probe = _load("probe", ROLE / "files" / "probe.py")
+    (tmp_path / "nccl.host.1").write_text(fixture(name))
+    assert cv.parse_nccl_log(probe.nccl_log(tmp_path)) == cv.parse_nccl_log(_nccl(name))
+
+
 def test_node_health_gpu_peer_memory(tmp_path: Path) -> None:
     probe = _load("probe", ROLE / "files" / "probe.py")
     assert probe.peermem(tmp_path) == {"module": None, "version": None}
