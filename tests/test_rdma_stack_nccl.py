@@ -215,3 +215,22 @@ def test_transport_checks_on_an_empty_log() -> None:
         ("nccl transport", "skip", "NCCL's log does not show its transport"),
         ("gpudirect rdma", "skip", "NCCL's log does not show GPUDirect RDMA"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("local", "env"),
+    [
+        ({"rdma_qos": {"nccl_env": {"NCCL_IB_TC": 106}, "mark_tcp": True}}, {"NCCL_IB_TC": 106}),
+        ({"rdma_qos": {"nccl_env": {"NCCL_IB_SL": 3}}}, {"NCCL_IB_SL": 3}),
+        ({"rdma_qos": {"nccl_env": {}}}, {}),  # a fact without a class for NCCL
+        ({"other": {}}, {}),  # rdma_qos never ran on this host
+        ({}, {}),
+        (None, {}),
+    ],
+)
+def test_qos_env_from_the_local_facts(local, env) -> None:
+    """The one place that knows where rdma_qos's fact keeps NCCL's traffic class (the launch and the ladder)."""
+    assert N.qos_env(local) == env
+    assert N.nccl_env({"hca": "mlx5_0", "port": 1, "gid_index": 3}, N.qos_env(local), "ens1") == {
+        "NCCL_SOCKET_IFNAME": "=ens1", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3",
+        **{k: str(v) for k, v in env.items()}}  # fmt: skip

@@ -121,6 +121,13 @@ def rails(devices: list[dict[str, Any]], interfaces: list[dict[str, Any]]) -> di
     return first | {"rails": unique}
 
 
+def qos_env(local_facts: dict[str, Any] | None) -> dict[str, Any]:
+    """NCCL's QoS settings from a host's local facts (ansible_local): rdma_qos's fact `nccl_env` (NCCL_IB_TC on
+    RoCE, NCCL_IB_SL on InfiniBand); {} where the fact is absent (rdma_qos has not run, or QoS is off)."""
+    fact = (local_facts or {}).get("rdma_qos") or {}
+    return dict(fact.get("nccl_env") or {}) if isinstance(fact, dict) else {}
+
+
 def nccl_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None, ifname: str = "") -> dict[str, str]:
     """NCCL's settings for a host: NCCL_SOCKET_IFNAME (its bootstrap interface) and, where the endpoint has an
     HCA, NCCL_IB_HCA (device:port of every rail), NCCL_IB_GID_INDEX on RoCE and the host's QoS fact
@@ -236,5 +243,6 @@ class FilterModule:
         return {
             "rdma_stack_endpoint": rails,
             "rdma_stack_nccl_env": nccl_env,
+            "rdma_stack_qos_env": qos_env,
             "rdma_stack_nccl_transport": parse_nccl_log,
         }
