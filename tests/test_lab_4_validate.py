@@ -332,54 +332,38 @@ def test_validate_names_the_node_lost_mid_ladder(lab3, to_stop) -> None:
     assert took < 150, f"validate.yml took {took:.0f} s to name the node lost mid-ladder"
 
 
-RAIL2_NET = "rdmalab-rail2"  # this test's own network, removed afterwards
-RAIL2_PREFIX = "10.77.251"
-
-
-def rail2_inventory(hosts: list[str], directory: Path) -> Path:
-    """A copy of the lab inventory whose hosts have a second fabric interface, rdma1 (10.77.251.x/24)."""
-    import yaml
-
-    inv = directory / "inventory"
-    shutil.copytree(ROOT / "inventory" / "lab", inv)
-    data = yaml.safe_load((inv / "hosts.yml").read_text())
-    nodes = data["all"]["children"]["rdma_nodes"]["hosts"]
-    for host in hosts:
-        index = int(host.removeprefix("lab-node"))
-        rail = {"name": "rdma1", "addresses": [f"{RAIL2_PREFIX}.{10 + index}/24"], "mtu": cluster.FABRIC_MTU}
-        nodes[host]["cluster_fabric_interfaces"].append(rail)
-    (inv / "hosts.yml").write_text(yaml.safe_dump(data))
-    return inv
-
-
 @pytest.fixture
 def second_rail(lab3, tmp_path):
-    """Every lab host with a second fabric NIC, rdma1, on a network of this fixture's own (podman names a NIC it
-    connects to a running container ethN: renamed inside), addressed by network.yml from an inventory that
-    lists it. Undone afterwards: NICs and network removed, netplan back to the lab inventory's one rail."""
-    podman.run("network", "create", "--label", cluster.LABEL, "--internal", "--disable-dns", "--ipam-driver", "none",
-               "-o", f"mtu={cluster.FABRIC_MTU}", RAIL2_NET)  # fmt: skip
+    """Every lab host with the second fabric NIC `lab up --rails 2` would give it (rdma1 on its own network, in
+    the lab inventory), added to the running hosts: podman names a NIC it connects to a running container ethN,
+    so it is renamed inside; network.yml addresses it. Undone afterwards: NICs and network removed, netplan back
+    to the lab inventory's one rail."""
+    net, ifname = cluster.rail_net(1), cluster.rail_ifname(1)
+    cluster.ensure_networks(rails=2)
     try:
         for host in lab3:
-            podman.run("network", "connect", RAIL2_NET, host)
+            podman.run("network", "connect", net, host)
             info = podman.jsonout("inspect", host)[0]
-            mac = info["NetworkSettings"]["Networks"][RAIL2_NET]["MacAddress"]
+            mac = info["NetworkSettings"]["Networks"][net]["MacAddress"]
             rename = (
                 f"dev=$(ip -o link | awk -F': ' 'tolower($0) ~ /{mac.lower()}/ {{print $2}}' | cut -d@ -f1);"
-                ' ip link set "$dev" down && ip link set "$dev" name rdma1 && ip link set rdma1 up'
+                f' ip link set "$dev" down && ip link set "$dev" name {ifname} && ip link set {ifname} up'
                 # networkd configures only links udev has initialised, and hears of a hot-plugged one from udevd
                 # (masked in lab hosts): restarted, its lab drop-in records every NIC first, as at boot.
                 " && systemctl restart systemd-networkd"
             )
             podman.run("exec", host, "sh", "-c", rename)
-        inv = rail2_inventory(lab3, tmp_path)
+        inv = tmp_path / "inventory"
+        shutil.copytree(ROOT / "inventory" / "lab", inv)
+        nodes = [cluster.Node(int(h.removeprefix("lab-node"))) for h in lab3]
+        (inv / "hosts.yml").write_text(cluster.inventory_text(nodes, cluster.switch_port(), rails=2))
         proc = playbook("playbooks/network.yml", inventory=inv, timeout=600)
         assert proc.returncode == 0, tail(proc)
         yield inv
     finally:
         for host in lab3:
-            podman.run("network", "disconnect", "-f", RAIL2_NET, host, check=False)
-        podman.run("network", "rm", "-f", RAIL2_NET, check=False)
+            podman.run("network", "disconnect", "-f", net, host, check=False)
+        podman.run("network", "rm", "-f", net, check=False)
         back = playbook("playbooks/network.yml", timeout=600)
         assert back.returncode == 0, tail(back)
 

@@ -468,7 +468,7 @@ def evaluate_path_mtu(results, hosts):
         if res.get("error"):
             checks.append(_check(host, "path mtu", "fail", res["error"]))
         for ping in res.get("pings") or []:
-            mtu = ping.get("mtu", res.get("mtu"))
+            mtu = ping.get("mtu")
             mtus += [mtu] if mtu else []
             checks.append(
                 _check(
@@ -1281,8 +1281,8 @@ def pair_rails(endpoint, rails):
 
 def pair_rail_args(mine, theirs, mode):
     """files/probe.py pair --rails for one end of a pair: this node's rail i against the peer's rail i, for the
-    rails both have (node_health fails a node that lacks one). The client reaches the peer's address on the
-    rail; both ends bind their own (iperf3 -B), so each test runs on its rail whatever the routes say."""
+    rails both have (rail_gaps fails the others). The client reaches the peer's address on the rail; both ends
+    bind their own (iperf3 -B), so each test runs on its rail whatever the routes say."""
     out = []
     for local, peer in zip(mine or [], theirs or [], strict=False):
         rail = {k: local[k] for k in ("name", "device", "ib_port", "gid_index") if local.get(k) is not None}
