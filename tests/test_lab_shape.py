@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from lab import cluster
-from tests.test_validate_unit import cv
+from tests.conftest import ROOT, load_plugin
+
+cv = load_plugin("cluster_validate_for_lab_shape", ROOT / "roles/cluster_validate/filter_plugins/cluster_validate.py")
 
 
 def test_rails_in_the_inventory_and_on_the_hosts() -> None:
