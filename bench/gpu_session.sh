@@ -1,35 +1,106 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (see docs/benchmarks.md): versions, the model tests, the payload benchmark.
-# Run from a directory holding payload/, bench/, tests/payload/ and data/{texts,gpt2}. Logs go to $OUT.
+# One call on a lent GPU machine (docs/benchmarks.md, "Payload on one GPU"): the numbers behind the GPT-2 124M
+# targets, in the order they matter, each phase under its own timeout so that a slow one costs only itself.
+#   1. env:      the GPU, its clocks, the versions
+#   2. e2e:      the real command line at default settings (train.py --model=gpt2 --block_size=1024)
+#   3. nccl:     the validation ladder's all-reduce probe on this NCCL (one rank), read by rdma_stack's parser
+#   4. bench-a:  payload, bare loop and nanoGPT-shaped reference side by side (bench_payload.py --gpu)
+#   5. bench-b:  the payload and the reference against bare loops with other options ($VARIANTS)
+# Run from the repository root, with the corpus and GPT-2's BPE files in $DATA/texts and $DATA/gpt2. Logs and
+# JSON go to $OUT (packed into one archive at the end); the last lines printed are the summary. BUDGET: seconds
+# this script may take in all. A dry run of the flow on a CPU: MODEL=tiny BATCH=1 STEPS=4.
 set -u
 export PYTHONUNBUFFERED=1 OUT=${OUT:-/tmp/out}
+DATA=${DATA:-data} BUDGET=${BUDGET:-540} BATCH=${BATCH:-64} STEPS=${STEPS:-100} MODEL=${MODEL:-gpt2}
+# what the defaults buy: the model as it was before the bf16 residual stream (other keys: compile_mode, ce_chunk, ...)
+VARIANTS=${VARIANTS:-"fp32res:residual_dtype=float32"}
 mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'gpu', torch.cuda.get_device_name())"
-[ -n "${SKIP_TESTS:-}" ] || timeout 90 python3 -m pytest -q -p no:cacheprovider tests/payload/test_payload_model.py 2>&1 | tail -3
-for b in ${BATCHES:-32}; do
-    timeout "${BENCH_TIMEOUT:-400}" python3 bench/bench_payload.py --gpu --cases="${CASES:-gpu-gpt2-1024}" --batch="$b" \
-        --texts=data/texts --gpt2-bpe=data/gpt2 ${LOOPS:+--loops="$LOOPS"} ${VARIANTS:+--variants="$VARIANTS"} --json="$OUT/bench-b$b.json" 2>&1 | tee "$OUT/bench-b$b.log" | grep -v "^\[" | tail -40
-done
-if [ -n "${E2E:-}" ]; then  # the real command line end to end: train (defaults), then generate from the export
-    timeout 200 python3 payload/train.py --data=data/texts --tokenizer=data/gpt2 --model=gpt2 --block_size=1024 \
-        --batch_size=32 --max_steps=60 --warmup_steps=10 --eval_interval=0 --log_interval=20 --out_dir=/tmp/e2e 2>&1 |
-        grep -v "^\[" | tee "$OUT/e2e.log" | tail -20
-    timeout 60 python3 payload/train.py generate --out_dir=/tmp/e2e --prompt="ROMEO:" --max_new_tokens=30 2>&1 | tail -4
-    python3 -c "import json; r=json.load(open('/tmp/e2e/result.json')); print({k: r[k] for k in ('status','tokens_per_s','mfu','final_val_loss','device','dtype')})"
-fi
-if [ -z "${SKIP_NCCL:-}" ] && [ -f roles/cluster_validate/files/probe.py ]; then
-    # The ladder's all-reduce probe on a real NCCL (one rank: no network channels): its debug file is written,
-    # read back, and rdma_stack's parser reads the version and the network from it.
-    timeout 120 python3 roles/cluster_validate/files/probe.py allreduce --rank=0 --world=1 --master=127.0.0.1 \
-        --port=29611 --ifname=lo --backend=nccl --sizes=1048576 --iters=3 > "$OUT/nccl-probe.json" 2>"$OUT/nccl-probe.err"
+
+phase() { # phase NAME NEED CAP CMD...: CMD under min(CAP, time left) when at least NEED seconds are left
+    local name=$1 need=$2 cap=$3 left=$((BUDGET - SECONDS)) t0=$SECONDS rc
+    shift 3
+    if [ "$left" -lt "$need" ]; then
+        echo "== $name: skipped, $left s left (needs $need)"
+        return
+    fi
+    [ "$cap" -lt "$left" ] || cap=$left
+    echo "== $name (at ${SECONDS} s, up to $cap s)"
+    timeout "$cap" bash -c '"$@"' "$name" "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    echo "== $name: rc $rc in $((SECONDS - t0)) s"
+    grep -E "^bench: |^step +[0-9]+|^torch.compile|^nccl probe|^parsed:|Error|error:|^python|^NVIDIA|^name" \
+        "$OUT/$name.log" | tail -12
+}
+
+train() { # train OUT_DIR [options]: the payload at its defaults but for the model, block, batch and length
+    local dir=$1
+    shift
+    python3 payload/train.py --data="$DATA/texts" --tokenizer="$DATA/gpt2" --model="$MODEL" --block_size=1024 \
+        --batch_size="$BATCH" --max_steps="$STEPS" --warmup_steps=$((STEPS < 10 ? STEPS : 10)) --eval_interval=0 \
+        --log_interval=20 --resume=false --out_dir="$dir" "$@" && cp "$dir/result.json" "$OUT/$(basename "$dir").json"
+}
+
+env_info() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
+        --format=csv
+    python3 -c "import os, sys, torch, transformers; print('python', sys.version.split()[0], 'torch', \
+torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'cpus', os.cpu_count(), \
+'gpu', torch.cuda.is_available() and torch.cuda.get_device_name())"
+}
+
+nccl_probe() { # one rank, so no network channels: the debug file is written, read back and parsed
+    python3 roles/cluster_validate/files/probe.py allreduce --rank=0 --world=1 --master=127.0.0.1 --port=29611 \
+        --ifname=lo --backend=nccl --sizes=1048576 --iters=3 >"$OUT/nccl-probe.json" || return
     python3 - "$OUT/nccl-probe.json" <<'PY'
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("n", "roles/rdma_stack/filter_plugins/rdma_stack_nccl.py")
-n = importlib.util.module_from_spec(spec); spec.loader.exec_module(n)
+n = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(n)
 out = json.load(open(sys.argv[1]))
 parsed = n.parse_nccl_log(out.get("nccl_log"))
 print("nccl probe:", {k: out.get(k) for k in ("ok", "backend", "error")}, len(out.get("nccl_log") or []), "log lines")
 print("parsed:", {k: parsed[k] for k in ("version", "network", "devices", "channels", "warnings")})
 PY
-fi
+}
+
+bench() { # bench NAME [options]
+    local name=$1
+    shift
+    python3 bench/bench_payload.py --gpu --cases="gpu-$MODEL-1024" --batch="$BATCH" --texts="$DATA/texts" \
+        --gpt2-bpe="$DATA/gpt2" --json="$OUT/$name.json" "$@"
+}
+
+export DATA BATCH STEPS MODEL
+export -f train env_info nccl_probe bench
+phase env 0 60 env_info
+phase e2e 120 200 train /tmp/e2e
+phase nccl 30 60 nccl_probe
+phase bench-a 120 220 bench bench-a --loops=bare,reference
+phase bench-b 120 $((BUDGET - SECONDS - 10)) bench bench-b --loops=reference --variants="$VARIANTS"
+nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+
+python3 - "$OUT" <<'PY'
+import json, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+print("\nSUMMARY (tokens/s; MFU)")
+for name in ("e2e",):
+    f = out / f"{name}.json"
+    if f.exists():
+        r = json.loads(f.read_text())
+        keys = ("status", "tokens_per_s", "mfu", "final_val_loss")
+        print(f"{name}: " + ", ".join(f"{k}={r.get(k)}" for k in keys if k in r))
+for name in ("bench-a", "bench-b"):
+    f = out / f"{name}.json"
+    if not f.exists():
+        print(f"{name}: no result (see {name}.log)")
+        continue
+    for r in json.loads(f.read_text()):
+        tps = r["tokens_per_s"]
+        rows = ", ".join(f"{k} {v:,.0f} ({r['mfu'][k] * 100:.1f}%; p/x {tps['payload'] / v:.3f})" for k, v in tps.items())
+        print(f"{name} batch {r['batch']}: {rows}; warm-up s {r['warmup_s']}; peak GiB {r['peak_mem_gib']}")
+        for k, why in r["failed"].items():
+            print(f"{name} {k} FAILED: {why[:300]}")
+PY
+tar -C "$OUT" -czf "$OUT/gpu-session.tgz" --remove-files $(cd "$OUT" && ls *.log *.json 2>/dev/null)

@@ -35,8 +35,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "backend": ("auto", "nccl", "gloo"),
     "model": tuple(PRESETS),
     "compile": ("auto", "true", "false"),
+    "compile_mode": ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"),
     "model_impl": ("fast", "hf"),
     "attn_backend": ("auto", "flash", "cudnn", "efficient", "math"),
+    "residual_dtype": ("auto", "float32"),
 }
 # Keys that take true, false or auto: a bool (from a file, or an old saved config) means true or false.
 TRISTATE = ("compile",)
@@ -60,6 +62,7 @@ class TrainConfig:
     grad_checkpoint: bool = False  # activation checkpointing: recompute each block in backward (less memory)
     ce_chunk: int = 4096  # tokens per chunk of the fused output layer + loss (fast model); 0: whole logits
     attn_backend: str = "auto"  # fast model's attention kernel: auto (torch picks), flash, cudnn, efficient, math
+    residual_dtype: str = "auto"  # fast model under autocast: auto (the residual stream in bf16), float32
     # --- optimisation
     batch_size: int = 4  # micro-batch per rank
     grad_accum: int = 1  # micro-batches per optimizer step
@@ -73,6 +76,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global grad norm; 0 disables
     dtype: str = "auto"  # auto: bfloat16 where the device supports it, else float32
     compile: str = "auto"  # torch.compile the model: auto (on GPUs, off on CPUs), true, false
+    compile_mode: str = "default"  # torch.compile's mode when compiling (max-autotune-*: longer compile)
     seed: int = 1337  # each rank uses seed + rank
     threads: int = 0  # torch intra-op threads per rank; 0 keeps torch's default (torchrun sets OMP_NUM_THREADS)
     # --- distributed engine

@@ -21,6 +21,11 @@ def use_compile(cfg: TrainConfig, device: torch.device) -> bool:
     return cfg.compile == "true" or (cfg.compile == "auto" and device.type == "cuda")
 
 
+def compiled(module, cfg: TrainConfig):
+    """The module as torch.compile makes it in the configured mode."""
+    return torch.compile(module, mode=cfg.compile_mode)
+
+
 def _atomic_save(obj, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save(obj, tmp)
@@ -69,7 +74,7 @@ class DDPEngine(_TorchEngine):
         self.fast = is_fast(model)
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         self.compiled = use_compile(cfg, device)
-        module = torch.compile(self.raw) if self.compiled else self.raw
+        module = compiled(self.raw, cfg) if self.compiled else self.raw
         if world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -293,7 +298,7 @@ class FSDPEngine(_TorchEngine):
         fully_shard(model, **opts)  # the rest: embeddings (tied to the output layer), final norm
         self.raw = model
         self.compiled = use_compile(cfg, device)
-        self.model = torch.compile(model) if self.compiled else model
+        self.model = compiled(model, cfg) if self.compiled else model
         self.optimizer = self._adamw(model, cfg, device)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:

@@ -11,6 +11,8 @@ generate keep working through transformers.
   padded logits are cut off before the softmax, so they never change the loss or the logits);
 - the loss: `linear_cross_entropy`, a chunked fused output layer + cross-entropy that never holds the whole
   (tokens x vocabulary) logits, in any precision;
+- the residual stream in the compute dtype under autocast (`residual_dtype=auto`; `float32` keeps it as
+  GPT2LMHeadModel does under autocast);
 - optional activation checkpointing per block.
 """
 
@@ -118,7 +120,14 @@ class Block(nn.Module):
 class GPT2(nn.Module):
     """GPT-2 language model. `forward(ids)` gives logits; `forward(ids, targets)` gives the mean loss."""
 
-    def __init__(self, config, grad_checkpoint: bool = False, ce_chunk: int = 4096, attn_backend: str = "auto"):
+    def __init__(
+        self,
+        config,
+        grad_checkpoint: bool = False,
+        ce_chunk: int = 4096,
+        attn_backend: str = "auto",
+        residual_dtype: str = "auto",
+    ):
         super().__init__()
         self.config = config  # a transformers GPT2Config: kept for to_hf() and the model's description
         bad = unsupported(config)
@@ -126,7 +135,7 @@ class GPT2(nn.Module):
             raise ValueError(f"the compact GPT-2 does not implement {', '.join(bad)}: use --model_impl=hf")
         d, p = config.n_embd, config.resid_pdrop
         self.vocab_size, self.padded_vocab = config.vocab_size, pad64(config.vocab_size)
-        self.grad_checkpoint, self.ce_chunk = grad_checkpoint, ce_chunk
+        self.grad_checkpoint, self.ce_chunk, self.residual_dtype = grad_checkpoint, ce_chunk, residual_dtype
         self.transformer = nn.ModuleDict(
             dict(
                 wte=nn.Embedding(self.padded_vocab, d),
@@ -162,6 +171,10 @@ class GPT2(nn.Module):
         tr = self.transformer
         pos = torch.arange(ids.size(1), device=ids.device)
         x = tr.drop(tr.wte(ids) + tr.wpe(pos))
+        if self.residual_dtype == "auto" and torch.is_autocast_enabled(x.device.type):
+            # The residual stream in the compute dtype, as under FSDP's or DeepSpeed's bf16 parameters (layer
+            # norms still compute in fp32): on a GPU the step is bound by the bytes the activations move.
+            x = x.to(torch.get_autocast_dtype(x.device.type))
         recompute = self.grad_checkpoint and self.training
         for block in tr.h:
             x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)

@@ -67,7 +67,12 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
 
 
 def fast_options(cfg: TrainConfig) -> dict:
-    return dict(grad_checkpoint=cfg.grad_checkpoint, ce_chunk=cfg.ce_chunk, attn_backend=cfg.attn_backend)
+    return dict(
+        grad_checkpoint=cfg.grad_checkpoint,
+        ce_chunk=cfg.ce_chunk,
+        attn_backend=cfg.attn_backend,
+        residual_dtype=cfg.residual_dtype,
+    )
 
 
 def is_fast(model) -> bool:

@@ -361,7 +361,8 @@ class Trainer:
 
             engine = FSDPEngine if cfg.engine == "fsdp" else DDPEngine
             self.engine = engine(model, cfg, d.device, d.world_size, self.bf16)
-            self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'} (--compile={cfg.compile})")
+            mode = f", mode {cfg.compile_mode}" if self.engine.compiled else ""
+            self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'}{mode} (--compile={cfg.compile})")
 
         self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
         self.step, self.tokens_seen, self.start_step = 0, 0, 0

@@ -210,6 +210,17 @@ def test_transport_checks_on_recorded_logs(fixture, expected, require_gdr, statu
     assert [(c, s) for c, s, _ in checks] == statuses
 
 
+def test_a_real_nccl_log_recorded_on_an_h100() -> None:
+    """NCCL 2.28.9 as the ladder's probe recorded it (one rank on an H100, no RDMA device): read as the fall-back
+    to sockets, and its socket interface is not taken for an HCA."""
+    nccl = N.parse_nccl_log(_nccl("nccl_h100_one_rank.txt"))
+    assert (nccl["version"], nccl["network"], nccl["no_device"]) == ("2.28.9+cuda13.0", "Socket", True)
+    assert (nccl["devices"], nccl["gdr_hca"], nccl["channels"], nccl["warnings"]) == ([], {}, 0, [])
+    assert N.transport_checks(nccl, True) == [
+        ("nccl transport", "fail", "NCCL fell back to TCP sockets, not RDMA (NET/IB found no device)")
+    ]
+
+
 def test_transport_checks_on_an_empty_log() -> None:
     assert N.transport_checks(N.parse_nccl_log([]), True) == [
         ("nccl transport", "skip", "NCCL's log does not show its transport"),

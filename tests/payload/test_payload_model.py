@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from payload_helpers import find_testdata
 
-from payload.config import TrainConfig, from_dict, parse_args
+from payload.config import ConfigError, TrainConfig, from_dict, parse_args
 from payload.engines import use_compile
 from payload.gpt2 import GPT2, linear_cross_entropy
 from payload.model import as_hf, build_model, count_params
@@ -93,6 +93,33 @@ def test_compact_model_trains_like_hf_module():
     torch.testing.assert_close(ckpt.transformer.h[0].mlp.c_fc.weight.grad, fast.transformer.h[0].mlp.c_fc.weight.grad)
 
 
+def test_residual_stream_is_in_the_compute_dtype_under_autocast_unless_asked_for_float32():
+    """residual_dtype=auto: under bf16 autocast the blocks pass bf16 between them (the GPU step moves half the
+    residual bytes); float32 keeps GPT2LMHeadModel's fp32 stream. Same weights: the same loss within bf16
+    rounding, and without autocast the very same numbers."""
+    torch.manual_seed(4)
+    auto = GPT2(hf_config(192), ce_chunk=50)
+    fp32 = GPT2(hf_config(192), ce_chunk=50, residual_dtype="float32")
+    fp32.load_state_dict(auto.state_dict())
+    seen = {}
+    for name, model in (("auto", auto), ("float32", fp32)):
+        model.transformer.h[1].register_forward_pre_hook(lambda m, args, name=name: seen.__setitem__(name, args[0]))
+    ids, y = torch.randint(0, 192, (2, 48)), torch.randint(0, 192, (2, 48))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss_auto, loss_fp32 = auto(ids, targets=y), fp32(ids, targets=y)
+    assert (seen["auto"].dtype, seen["float32"].dtype) == (torch.bfloat16, torch.float32)
+    torch.testing.assert_close(loss_auto, loss_fp32, rtol=1e-2, atol=0)
+    loss_auto.backward()
+    loss_fp32.backward()
+    grads = [(a.grad, b.grad) for a, b in zip(auto.parameters(), fp32.parameters(), strict=True)]
+    diff = sum((a - b).norm() ** 2 for a, b in grads) ** 0.5 / sum(b.norm() ** 2 for _, b in grads) ** 0.5
+    assert diff < 0.05, diff  # bf16 rounding of the stream, not another function
+    with torch.no_grad():
+        torch.testing.assert_close(auto(ids, targets=y), fp32(ids, targets=y), rtol=0, atol=0)
+        assert seen["auto"].dtype == torch.float32
+    assert build_model(TrainConfig(data="x", residual_dtype="float32"), 1000, 0, log=print).residual_dtype == "float32"
+
+
 def test_model_impl_option_builds_either_module_with_the_same_size():
     cfg = TrainConfig(data="x", model="tiny")
     fast = build_model(cfg, 1000, 0, log=lambda m: None)
@@ -110,6 +137,20 @@ def test_compile_is_auto_true_or_false_and_old_configs_still_load():
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
     assert (use_compile(TrainConfig(), cpu), use_compile(TrainConfig(), gpu)) == (False, True)
     assert use_compile(TrainConfig(compile="true"), cpu) and not use_compile(TrainConfig(compile="false"), gpu)
+
+
+def test_compile_mode_reaches_torch_compile_and_is_checked(monkeypatch):
+    import payload.engines as engines
+
+    asked = []
+    monkeypatch.setattr(engines.torch, "compile", lambda module, mode: asked.append(mode) or module)
+    cfg = parse_args(["--data=x", "--model=mini", "--compile=true", "--compile_mode=reduce-overhead"])
+    model = build_model(cfg, 300, 0, log=lambda m: None)
+    engine = engines.DDPEngine(model, cfg, torch.device("cpu"), world_size=1, bf16=False)
+    assert engine.compiled and asked == ["reduce-overhead"]
+    assert parse_args(["--data=x"]).compile_mode == "default"
+    with pytest.raises(ConfigError, match="--compile_mode='fastest': must be one of default, max-autotune"):
+        parse_args(["--data=x", "--compile_mode=fastest"])
 
 
 def test_gpt2_bpe_files_are_found_when_installed():

@@ -157,8 +157,12 @@ _NETWORK = re.compile(r"Using network (.+?)\s*$")
 _IB_DEVS = re.compile(r"NET/IB\w* ?: Using ((?:\[\d+\]\S+ ?)+)")
 _IB_DEV = re.compile(r"\[\d+\](\S+)")
 _NO_DEVICE = re.compile(r"NET/IB\w* ?: No device found")
+# NET/Socket prints the same line for its interface (NCCL 2.28: `NET/Socket : GPU Direct RDMA Disabled for HCA 0
+# 'lo'`), which is no HCA: only the RDMA transports' lines count.
 _GDR_HCA = re.compile(
-    r"GPU Direct RDMA (?:\((?P<how>[^)]+)\) )?(?P<state>enabled?|disabled) for HCA \d+ '(?P<hca>[^']+)'", re.I
+    r"^(?!.*NET/Socket).*GPU Direct RDMA (?:\((?P<how>[^)]+)\) )?(?P<state>enabled?|disabled) for HCA \d+ "
+    r"'(?P<hca>[^']+)'",
+    re.I,
 )
 _GDR_GPU = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for GPU \S+ / HCA \d+ \((?P<why>[^)]*)\)")
 _CHANNEL = re.compile(r"via NET/(?P<net>.+?)/\d+(?:\(\d+\))?(?P<flags>(?:/[A-Za-z]+)*)\s*$")
