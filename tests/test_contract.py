@@ -581,6 +581,50 @@ def test_ipv6_after_the_fabric_address_is_accepted() -> None:
     assert [str(p) for p in C.check(inv)] == []
 
 
+def rails(order: dict[str, list[str]]) -> Callable[[C.Inventory], None]:
+    """More fabric interfaces per node (a NIC per GPU): rail r on 10.20.<r>.0/24, in the given order per host."""
+
+    def change(inv: C.Inventory) -> None:
+        for host, nets in order.items():
+            last = iface(inv, host)["addresses"][0].split(".")[3].split("/")[0]
+            ifaces = inv.hostvars[host]["cluster_fabric_interfaces"]
+            ifaces += [
+                {"name": f"ens{192 + 32 * (len(ifaces) + i)}", "addresses": [f"10.20.{net}.{last}/24"], "mtu": 9000}
+                for i, net in enumerate(nets)
+            ]
+
+    return change
+
+
+def test_rails_that_meet_by_position_pass() -> None:
+    inv = good()
+    rails({"n1": ["1", "2"], "n2": ["1", "2"]})(inv)
+    assert [str(p) for p in C.check(inv)] == []
+    rails({"n1": ["3"]})(inv)  # a rail only one node has: the ladder reports it (rail_gaps), the contract allows it
+    assert [str(p) for p in C.check(inv)] == []
+
+
+def test_rails_listed_in_another_order_on_one_node_are_refused() -> None:
+    inv = good()
+    rails({"n1": ["1", "2"], "n2": ["2", "1"]})(inv)
+    why = "must share a subnet (or a route), as the pair tests and NCCL's rail-aligned rings meet rail i with rail i"
+    assert [str(p) for p in C.check(inv)] == [
+        f"n1: cluster_fabric_interfaces[ens224].addresses (rail 2) reaches no subnet or route holding n2's rail 2 "
+        f"address 10.20.2.202: rail 2 of every node {why}",
+        f"n1: cluster_fabric_interfaces[ens256].addresses (rail 3) reaches no subnet or route holding n2's rail 3 "
+        f"address 10.20.1.202: rail 3 of every node {why}",
+        f"n2: cluster_fabric_interfaces[ens224].addresses (rail 2) reaches no subnet or route holding n1's rail 2 "
+        f"address 10.20.1.201: rail 2 of every node {why}",
+        f"n2: cluster_fabric_interfaces[ens256].addresses (rail 3) reaches no subnet or route holding n1's rail 3 "
+        f"address 10.20.2.201: rail 3 of every node {why}",
+    ]
+    # a route on the rail to the peer's rail subnet is a way to meet it (routed rails)
+    for host, other in (("n1", "2"), ("n2", "1")):
+        ens224 = inv.hostvars[host]["cluster_fabric_interfaces"][1]
+        ens224["routes"] = [{"to": f"10.20.{other}.0/24", "via": ens224["addresses"][0].rsplit(".", 1)[0] + ".1"}]
+    assert [str(p) for p in C.check(inv) if "(rail 2)" in str(p)] == []
+
+
 def test_strings_from_extra_vars_are_numbers() -> None:
     """`-e cluster_roce_dscp=24` arrives as a string: accepted as the number it spells."""
     inv = good()

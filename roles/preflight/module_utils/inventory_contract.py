@@ -678,6 +678,36 @@ def peers_reachable(inv: Inventory) -> Iterator[Problem]:
                 )
 
 
+def _rail(iface: dict) -> tuple[Any, list]:
+    """(first IPv4 address, IPv4 networks it reaches: its subnets and its routes' destinations) of one interface."""
+    ips = [ip for ip in map(_interface, iface.get("addresses") or []) if ip is not None and ip.version == 4]
+    routes = [_network(r.get("to")) for r in iface.get("routes") or [] if isinstance(r, dict)]
+    return (ips[0].ip if ips else None), [ip.network for ip in ips] + [n for n in routes if n and n.version == 4]
+
+
+@rule
+def rails_by_position(inv: Inventory) -> Iterator[Problem]:
+    """Rail i (the i-th fabric interface, after the first) reaches rail i of every peer through its own subnets or
+    routes: the ladder's pair tests and NCCL's rail-aligned rings meet rail i with rail i, so rails listed in
+    another order on one node would be tested, and trained, across rails."""
+    nodes = inv.members(NODES)
+    rails = {h: [(_iface_label(iface, i), *_rail(iface)) for i, iface in enumerate(_interfaces(inv, h))] for h in nodes}
+    for host in nodes:
+        for i, (label, addr, nets) in enumerate(rails[host][1:], start=1):
+            if addr is None or not nets:
+                continue  # no IPv4 address on this rail: nothing to meet by address
+            for peer in nodes:
+                theirs = rails[peer][i][1] if peer != host and i < len(rails[peer]) else None
+                if theirs is not None and not any(theirs in n for n in nets):
+                    yield Problem(
+                        host,
+                        f"{label}.addresses",
+                        f"(rail {i + 1}) reaches no subnet or route holding {peer}'s rail {i + 1} address {theirs}: "
+                        f"rail {i + 1} of every node must share a subnet (or a route), as the pair tests and NCCL's "
+                        "rail-aligned rings meet rail i with rail i",
+                    )
+
+
 @rule
 def netplan_revert_after_connect(inv: Inventory) -> Iterator[Problem]:
     """The host must not revert a good change while the controller may still be reconnecting."""
