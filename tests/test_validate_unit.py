@@ -216,23 +216,28 @@ def _pairs(values):
     ]
 
 
+def links(speeds):
+    """node_health's rail_speeds for hosts of one fabric link each ({host: Gb/s | None})."""
+    return {host: {"ens1": rate} for host, rate in speeds.items()}
+
+
 def test_pairs_against_line_rate() -> None:
     speeds = {"a": 25.0, "b": 25.0, "c": 25.0, "d": 25.0}
-    good = cv.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), speeds, 0.9)
+    good = cv.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), links(speeds), 0.9)
     assert good["status"] == "pass" and good["threshold"] == 22.5 and good["value"] == 23.0 and good["unit"] == "Gb/s"
     # The field's 1098 MiB/s on 25 GbE.
-    bad = cv.evaluate_pairs(_pairs([(("a", "b"), cv.mib_per_s_to_gbps(1098))]), speeds, 0.9)
+    bad = cv.evaluate_pairs(_pairs([(("a", "b"), cv.mib_per_s_to_gbps(1098))]), links(speeds), 0.9)
     assert bad["status"] == "fail" and bad["bad_pairs"] == [["a", "b"]] and bad["bad_hosts"] == ["a", "b"]
 
 
 def test_pairs_unknown_speed_says_so_and_still_finds_the_slow_host() -> None:
     speeds = {"n1": None, "n2": None, "n3": None}
-    ok = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), speeds)
+    ok = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), links(speeds))
     assert ok["status"] == "pass" and ok["threshold"] is None and cv.NO_SPEED in ok["reason"]
-    slow = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), speeds)
+    slow = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), links(speeds))
     assert slow["status"] == "fail" and slow["bad_hosts"] == ["n3"]
     assert slow["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]] and "n3" in slow["reason"]
-    broken = cv.evaluate_pairs(_pairs([(("n1", "n2"), None)]), speeds)
+    broken = cv.evaluate_pairs(_pairs([(("n1", "n2"), None)]), links(speeds))
     assert broken["status"] == "fail" and "connection refused" in broken["reason"]
 
 
@@ -423,16 +428,13 @@ def test_pairs_hold_each_rail_to_its_own_line_rate() -> None:
     rails = {"n1": {"rdma0": 25.0, "rdma1": 100.0}, "n2": {"rdma0": 25.0, "rdma1": 100.0}}
     values = [(("n1", "n2"), "rdma0", 23.5), (("n1", "n2"), "rdma1", 50.0)]
     # Against the node's slowest link alone, the 100 Gb/s rail at 50 would pass (50 >= 22.5) ...
-    assert cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, consistency=0.1)["status"] == "pass"
+    assert cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, consistency=0.1)["status"] == "pass"
     # ... against its own line rate it fails, and rdma0 is still held to 25.
-    rung = cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, consistency=0.1, rail_speeds=rails)
+    rung = cv.evaluate_pairs(_rail_pairs(values), rails, 0.9, consistency=0.1)
     assert rung["status"] == "fail" and [p["threshold"] for p in rung["pairs"]] == [22.5, 90.0]
     assert "n1-n2 rdma1: 50 Gb/s < 90 (90% of 100 Gb/s line rate)" in rung["reason"], rung["reason"]
     # A rail node_health does not know (an InfiniBand port's name, say) falls back to the node's slowest link.
-    assert (
-        cv.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), speeds, rail_speeds=rails)["threshold"]
-        == 22.5
-    )
+    assert cv.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), rails)["threshold"] == 22.5
 
 
 def test_node_health_pvrdma_is_flagged() -> None:
@@ -559,7 +561,7 @@ def _unreachable_ladder(keep_going):
         later = [
             cv.make_rung("reachability", "pass", value=2, threshold=2, unit="checks"),
             cv.make_rung("rdma_bw", "skip", reason="no RDMA device on n1, n2"),
-            cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), {"n1": None, "n2": None}, name="tcp_bw"),
+            cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw"),
         ]
         rungs += [cv.note_left_out(r, left_out) for r in later]
     else:
@@ -626,7 +628,7 @@ def test_a_node_lost_mid_rung_fails_the_rung_and_is_left_out_after() -> None:
     """n3 answered at `inventory` and stopped answering in `tcp_bw`: that rung fails naming it first (whatever it
     measured on n1 and n2), and the rungs after it say they left it out since then."""
     why = {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}
-    measured = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), {"n1": None, "n2": None}, name="tcp_bw")
+    measured = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw")
     rung = cv.mark_lost(measured, why)
     assert measured["status"] == "pass" and rung["status"] == "fail", (measured, rung)
     assert rung["lost"] == ["n3"] and rung["bad_hosts"] == ["n3"], rung
@@ -662,7 +664,7 @@ def _ladder(fail=False):
     return [
         cv.make_rung("inventory", "pass"),
         cv.make_rung("rdma_bw", "skip", reason="no RDMA device"),
-        cv.evaluate_pairs(_pairs(values), speeds, name="tcp_bw"),
+        cv.evaluate_pairs(_pairs(values), links(speeds), name="tcp_bw"),
     ]
 
 
@@ -865,11 +867,11 @@ def _rail_pairs(values):
 def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
     speeds = {"n1": 100.0, "n2": 100.0, "n3": 100.0}
     good = [((a, b), r, 95.0) for a, b in (("n1", "n2"), ("n1", "n3"), ("n2", "n3")) for r in ("rdma0", "rdma1")]
-    ok = cv.evaluate_pairs(_rail_pairs(good), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    ok = cv.evaluate_pairs(_rail_pairs(good), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
     assert ok["status"] == "pass" and ok["rails"] == ["rdma0", "rdma1"] and len(ok["checks"]) == 6
     # n3's second NIC is slow: its rdma1 pairs fail, n3 is named with that rail (not n1 and n2 as well).
     slow = [(p, r, 40.0 if r == "rdma1" and "n3" in p else v) for p, r, v in good]
-    bad = cv.evaluate_pairs(_rail_pairs(slow), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    bad = cv.evaluate_pairs(_rail_pairs(slow), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
     assert bad["status"] == "fail" and bad["bad_hosts"] == ["n3"] and bad["bad_rails"] == {"n3": ["rdma1"]}
     assert bad["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
     assert bad["reason"].startswith("2 of 6 rail(s) of the pairs failed; suspect host(s): n3 (rdma1); n1-n3 rdma1:")
@@ -879,7 +881,7 @@ def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
     assert m["rails"] == ["rdma0", "rdma1"]
     # Two slow rails on two nodes: each named with its own rail.
     two = [(p, r, 40.0 if (r == "rdma1" and "n3" in p) or (r == "rdma0" and "n1" in p) else v) for p, r, v in good]
-    both = cv.evaluate_pairs(_rail_pairs(two), speeds, 0.9)
+    both = cv.evaluate_pairs(_rail_pairs(two), links(speeds), 0.9)
     assert both["bad_rails"] == {"n1": ["rdma0"], "n3": ["rdma1"]}
     lat = cv.evaluate_latency(
         [{"pair": ["n1", "n2"], "rail": "rdma0", "usec": 2.0}, {"pair": ["n1", "n2"], "rail": "rdma1", "usec": 9.0}],
@@ -892,7 +894,7 @@ def test_report_lists_every_rail(tmp_path: Path) -> None:
     report = _load("validate_report", ROLE / "files" / "validate_report.py")
     speeds = {"n1": 100.0, "n2": 100.0}
     values = [(("n1", "n2"), "rdma0", 95.0), (("n1", "n2"), "rdma1", 20.0)]
-    rung = cv.evaluate_pairs(_rail_pairs(values), speeds, 0.9, name="rdma_bw", tool="ib_write_bw")
+    rung = cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
     v = cv.verdict([cv.make_rung("inventory", "pass"), rung], ["n1", "n2"], cluster="lab")
     (tmp_path / "verdict.json").write_text(json.dumps(v))
     report.main([str(tmp_path)])
@@ -910,7 +912,7 @@ def test_a_rail_one_end_lacks_fails_the_pair_saying_so() -> None:
     assert {g["error"] for g in gaps} == {"n2 has no rail 2 (rdma1): 2 rail(s) on n1, 1 on n2",
                                           "n2 has no rail 2 (rdma1): 1 rail(s) on n2, 2 on n3"}  # fmt: skip
     measured = [{"pair": p, "rail": r["name"], "gbps": 10.0} for ps in rounds for p in ps for r in two[:1]]
-    rung = cv.evaluate_pairs(measured + gaps, {h: None for h in rails})
+    rung = cv.evaluate_pairs(measured + gaps, links({h: None for h in rails}))
     assert rung["status"] == "fail" and rung["bad_rails"] == {"n2": ["rdma1"]}, rung
     assert cv.rail_gaps(rounds, {h: two for h in rails}, ["iperf3"]) == []
 

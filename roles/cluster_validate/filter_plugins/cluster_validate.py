@@ -841,21 +841,19 @@ def _named_suspects(rung, multi):
     )
 
 
-def _rail_rate(host, rail, speeds, rail_speeds):
+def _rail_rate(host, rail, rail_speeds):
     """A host's line rate on a rail: the rail's own where node_health knows it, else the host's slowest link."""
     own = (rail_speeds or {}).get(host) or {}
-    return own[rail] if rail in own else speeds.get(host)
+    return own[rail] if rail in own else min((r for r in own.values() if r is not None), default=None)
 
 
-def evaluate_pairs(
-    measurements, speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3", rail_speeds=None
-):
+def evaluate_pairs(measurements, rail_speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
     """Pairwise bandwidth rung, every rail of every pair.
 
     measurements: [{"pair": [a, b], "rail": name|None, "gbps": float|None, "error": str|None}]
-    speeds: {host: line rate Gb/s | None} (node_health: the host's slowest fabric link); rail_speeds: {host:
-    {rail: Gb/s | None}} (node_health: each rail's, which a rail is held to where known). Absolute check: gbps >=
-    fraction x min(line rates of the pair); without a known speed there is no absolute threshold (said so).
+    rail_speeds: {host: {rail: line rate Gb/s | None}} (node_health): a rail is held to its own rate where known,
+    else to the host's slowest link. Absolute check: gbps >= fraction x min(line rates of the pair); without a
+    known speed there is no absolute threshold (said so).
     Consistency check: every rail of every pair reaches `consistency` x the best — finds the slow host or rail
     even where no line rate is known.
     """
@@ -866,7 +864,7 @@ def evaluate_pairs(
     for m in measurements:
         a, b = m["pair"]
         rail = m.get("rail")
-        rates = [_rail_rate(a, rail, speeds, rail_speeds), _rail_rate(b, rail, speeds, rail_speeds)]
+        rates = [_rail_rate(a, rail, rail_speeds), _rail_rate(b, rail, rail_speeds)]
         limit = threshold_for(min(rates), fraction) if None not in rates else None
         if limit is not None:
             thresholds.append(limit)
@@ -1231,15 +1229,20 @@ def skipped_after(names, failed_at):
 # ---------------------------------------------------------------------------------------------- plumbing
 
 
+def _addressed(rails):
+    """The fabric rails (fabric_rails) that carry an IPv4 address: the ones a probe can reach or leave from."""
+    return [r for r in rails or [] if r.get("address")]
+
+
 def ping_targets(rails, me, df=False):
     """files/probe.py ping --targets: every other node on every rail both have, from this node's address on that
     rail (rails: {host: fabric_rails}; rail i meets the peer's rail i, as a rail-optimised fabric is cabled).
     The first rail is named by the peer alone, the others `peer/interface`. With `df`, each probe is as large as
     the smaller MTU of the two interfaces allows (IPv4 + ICMP headers: 28 bytes)."""
-    mine = [r for r in rails.get(me) or [] if r.get("address")]
+    mine = _addressed(rails.get(me))
     out = []
     for host in sorted(h for h in rails if h != me):
-        theirs = [r for r in rails[host] or [] if r.get("address")]
+        theirs = _addressed(rails[host])
         for i, (local, peer) in enumerate(zip(mine, theirs, strict=False)):
             target = {"peer": host if i == 0 else f"{host}/{peer['interface']}", "address": peer["address"]}
             if i:  # the first rail leaves as routed; another rail's probe leaves from that rail's address
@@ -1262,7 +1265,7 @@ def pair_rails(endpoint, rails):
     interface and address; on InfiniBand each ACTIVE port, reached over the first fabric address (perftest
     exchanges its connection data over TCP, then uses the port's LID). Without one (TCP, iperf3): every fabric
     interface with an IPv4 address. rails: fabric_rails of the node."""
-    addressed = [r for r in rails or [] if r.get("address")]
+    addressed = _addressed(rails)
     first = addressed[0]["address"] if addressed else ""
     if not endpoint or not endpoint.get("hca"):
         return [{"name": r["interface"], "address": r["address"]} for r in addressed]
