@@ -835,6 +835,18 @@ def _rail_label(multi, rail):
     return f" {rail}" if multi and rail else ""
 
 
+def _several_rails(measurements):
+    """Whether the pairs were measured on more than one rail (then each check and suspect names its rail)."""
+    return len({m.get("rail") for m in measurements}) > 1
+
+
+def _with_suspects(rung, bad):
+    """The pair rung's suspects (bad: [(a, b, rail)] that failed): bad_rails per host, and those hosts."""
+    rung["bad_rails"] = _rail_suspects(bad)
+    rung["bad_hosts"] = sorted(rung["bad_rails"])
+    return rung
+
+
 def _named_suspects(rung, multi):
     return ", ".join(
         h + (f" ({', '.join(map(str, rung['bad_rails'][h]))})" if multi else "") for h in rung["bad_hosts"]
@@ -858,7 +870,7 @@ def evaluate_pairs(measurements, rail_speeds, fraction=0.9, consistency=0.5, nam
     even where no line rate is known.
     """
     best = max((m["gbps"] for m in measurements if m.get("gbps") is not None), default=None)
-    multi = len({m.get("rail") for m in measurements}) > 1
+    multi = _several_rails(measurements)
     checks, pairs, bad = [], [], []
     thresholds = []
     for m in measurements:
@@ -917,8 +929,7 @@ def evaluate_pairs(measurements, rail_speeds, fraction=0.9, consistency=0.5, nam
         tool=tool,
     )
     rung["rails"] = sorted({str(p["rail"]) for p in pairs if p["rail"]})
-    rung["bad_rails"] = _rail_suspects(bad)
-    rung["bad_hosts"] = sorted(rung["bad_rails"])
+    _with_suspects(rung, bad)
     if rung["status"] == "fail":
         count = f"{len(bad)} of {len(pairs)} " + ("rail(s) of the pairs" if multi else "pair(s)")
         rung["reason"] = (
@@ -933,7 +944,7 @@ def evaluate_pairs(measurements, rail_speeds, fraction=0.9, consistency=0.5, nam
 def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
     """measurements: [{"pair": [a, b], "rail", "usec": float|None, "error": str|None}] -> rung (typical latency
     ceiling, every rail)."""
-    multi = len({m.get("rail") for m in measurements}) > 1
+    multi = _several_rails(measurements)
     checks, bad = [], []
     for m in measurements:
         a, b = m["pair"]
@@ -965,9 +976,7 @@ def evaluate_latency(measurements, ceiling_usec, name="pairwise_lat"):
         unit="usec",
         bad_pairs=sorted({(a, b) for a, b, _ in bad}),
     )
-    rung["bad_rails"] = _rail_suspects(bad)
-    rung["bad_hosts"] = sorted(rung["bad_rails"])
-    return rung
+    return _with_suspects(rung, bad)
 
 
 def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, require_gdr=True):
