@@ -651,6 +651,12 @@ def fabric_off_management(inv: Inventory) -> Iterator[Problem]:
                     )
 
 
+def _reach(iface: dict) -> list:
+    """The networks one fabric interface reaches: its subnets and its routes' destinations."""
+    nets = [ip.network for ip in map(_interface, iface.get("addresses") or []) if ip is not None]
+    return nets + [n for n in (_network(r.get("to")) for r in iface.get("routes") or [] if isinstance(r, dict)) if n]
+
+
 @rule
 def peers_reachable(inv: Inventory) -> Iterator[Problem]:
     """Each node reaches every peer's fabric address on one of its subnets or through one of its routes."""
@@ -662,8 +668,7 @@ def peers_reachable(inv: Inventory) -> Iterator[Problem]:
         if not addrs or None in map(_interface, addrs):
             continue  # its own addresses are reported already
         for iface in _interfaces(inv, host):
-            nets += [ip.network for ip in map(_interface, iface.get("addresses") or []) if ip is not None]
-            nets += [n for n in (_network(r.get("to")) for r in iface.get("routes") or [] if isinstance(r, dict)) if n]
+            nets += _reach(iface)
         if not nets:
             continue
         for peer, fa in fabric.items():
@@ -679,10 +684,9 @@ def peers_reachable(inv: Inventory) -> Iterator[Problem]:
 
 
 def _rail(iface: dict) -> tuple[Any, list]:
-    """(first IPv4 address, IPv4 networks it reaches: its subnets and its routes' destinations) of one interface."""
-    ips = [ip for ip in map(_interface, iface.get("addresses") or []) if ip is not None and ip.version == 4]
-    routes = [_network(r.get("to")) for r in iface.get("routes") or [] if isinstance(r, dict)]
-    return (ips[0].ip if ips else None), [ip.network for ip in ips] + [n for n in routes if n and n.version == 4]
+    """(first IPv4 address, the networks it reaches) of one fabric interface."""
+    ips = [ip.ip for ip in map(_interface, iface.get("addresses") or []) if ip is not None and ip.version == 4]
+    return (ips[0] if ips else None), _reach(iface)
 
 
 @rule
