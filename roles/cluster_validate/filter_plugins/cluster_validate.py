@@ -559,9 +559,14 @@ def evaluate_node_health(probes, expect, line_rate=0.0):
         unit="hosts",
         pass_reason=("skipped: " + "; ".join(skipped)) if skipped else None,
         notes=notes,
-        speeds={h: min((r for r in v.values() if r is not None), default=None) for h, v in rates.items()},
+        speeds={h: _slowest(v) for h, v in rates.items()},
         rail_speeds=rates,
     )
+
+
+def _slowest(rails):
+    """A host's slowest known link ({rail: Gb/s | None} -> Gb/s | None): what a link of unknown rate is held to."""
+    return min((r for r in rails.values() if r is not None), default=None)
 
 
 def _rate(rates, host, rail, rate):
@@ -856,7 +861,7 @@ def _named_suspects(rung, multi):
 def _rail_rate(host, rail, rail_speeds):
     """A host's line rate on a rail: the rail's own where node_health knows it, else the host's slowest link."""
     own = (rail_speeds or {}).get(host) or {}
-    return own[rail] if rail in own else min((r for r in own.values() if r is not None), default=None)
+    return own[rail] if rail in own else _slowest(own)
 
 
 def evaluate_pairs(measurements, rail_speeds, fraction=0.9, consistency=0.5, name="pairwise_bw", tool="iperf3"):
