@@ -114,24 +114,26 @@ def bare_loop(trainer, bf16: bool, batch: int, block: int, kind: str = "bare", o
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from payload.config import PRESETS
+    from payload.engines import compiled
     from payload.model import build_model, is_fast, model_loss
 
     cfg = trainer.cfg
     dev = trainer.dist.device
     cuda = dev.type == "cuda"
     torch.manual_seed(cfg.seed)
-    over = {"model_impl": "hf"} if kind == "hf" else (overrides or {})
+    # the reference is compiled as nanoGPT compiles it: torch's default mode
+    over = {"hf": {"model_impl": "hf"}, "reference": {"compile_mode": "default"}}.get(kind, overrides or {})
     mcfg = type(cfg)(**{**cfg.__dict__, **over})
-    if kind == "reference":  # compiled as nanoGPT compiles it: torch's default mode
+    if kind == "reference":
         p = PRESETS[cfg.model]
         vocab = -(-len(trainer.tok) // 64) * 64
         model = reference_model(p["n_layer"], p["n_head"], p["n_embd"], vocab, block).to(dev)
-        fast, mode = True, "default"
+        fast = True
     else:
         model = build_model(mcfg, len(trainer.tok), trainer.tok.eos_token_id, log=lambda m: None).to(dev)
-        fast, mode = is_fast(model), mcfg.compile_mode
+        fast = is_fast(model)
     world = dist.get_world_size()
-    module = torch.compile(model, mode=mode) if cuda else model
+    module = compiled(model, mcfg) if cuda else model
     ddp = DDP(module, device_ids=[dev.index] if cuda else None) if world > 1 else module
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=cuda)
     n = (batch * 64 + 1) * block

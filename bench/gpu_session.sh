@@ -33,7 +33,7 @@ phase() { # phase NAME NEED CAP CMD...: CMD under min(CAP, time left) when at le
         "$OUT/$name.log" | tail -12
 }
 
-train() { # train OUT_DIR [options]: the payload at its defaults but for the model, block, batch and length
+train() { # train OUT_DIR [options]: the payload at its defaults but for model, block, batch, length and logging
     local dir=$1
     shift
     python3 payload/train.py --data="$DATA/texts" --tokenizer="$DATA/gpt2" --model="$MODEL" --block_size=1024 \
