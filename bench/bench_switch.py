@@ -212,7 +212,7 @@ def task_times(data: dict) -> list[tuple[str, float]]:
             start, end = duration.get("start"), duration.get("end")
             if start and end:
                 seconds = (_iso(end) - _iso(start)).total_seconds()
-                out.append((task["task"]["name"].removeprefix("nxos_roce_qos : "), seconds))
+                out.append((task["task"]["name"].removeprefix("rdma_llm.cluster.nxos_roce_qos : "), seconds))
     return out
 
 

@@ -30,7 +30,8 @@ HOST_PACKAGES = [
     "mmdebstrap",
     "openssh-client",
     "make",
-    # The validation probe's pair test runs on loopback in the unit tests (tests/test_validate_unit.py).
+    # The validation probe's pair test runs on loopback in the unit tests
+    # (tests/unit/plugins/module_utils/test_cluster_validate.py).
     "iperf3",
 ]
 

@@ -16,9 +16,18 @@ sys.path.insert(0, str(ROOT))
 
 from lab import podman  # noqa: E402
 
+COLLECTION = ROOT / ".ansible" / "collections"
+# The checkout as the collection rdma_llm.cluster (`make collection`): plugins import each other by that name,
+# and so do the tests, from module_utils (stdlib only: ansible stays out of this process).
+if not (COLLECTION / "ansible_collections" / "rdma_llm" / "cluster" / "galaxy.yml").is_file():
+    raise SystemExit("tests: the collection link is missing; run `make setup` (or `make collection`) first")
+sys.path.insert(0, str(COLLECTION))
 
-def load_plugin(name: str, path: Path):
-    """A role's filter file imported by path (stdlib-only, so ansible stays out of this process)."""
+
+def load_script(path: Path):
+    """A script that ships as a file and runs as a program (a role's host-side probe, the payload's config),
+    imported for its functions; plugins are imported by name instead."""
+    name = f"script_{path.parent.name}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -30,7 +39,7 @@ def tool_env(**extra: str) -> dict[str, str]:
     """Environment for ansible/molecule subprocesses: the venv's tools, the lab's podman settings."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    env["ANSIBLE_ROLES_PATH"] = str(ROOT / "roles")
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(COLLECTION)
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["PY_COLORS"] = "0"
     env["NO_COLOR"] = "1"

@@ -7,11 +7,9 @@ import json
 
 import pytest
 import yaml
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
 
 from lab import cluster
-from tests.conftest import ROOT, load_plugin
-
-cv = load_plugin("cluster_validate_for_lab_shape", ROOT / "roles/cluster_validate/filter_plugins/cluster_validate.py")
 
 
 def test_rails_in_the_inventory_and_on_the_hosts() -> None:

@@ -188,7 +188,7 @@ class PlaybookRun:
         for play in self.data.get("plays", []):
             for task in play.get("tasks", []):
                 if host in task.get("hosts", {}):
-                    name = task["task"]["name"].removeprefix("nxos_roce_qos : ")
+                    name = task["task"]["name"].removeprefix("rdma_llm.cluster.nxos_roce_qos : ")
                     out.append((name, task["hosts"][host]))
         return out
 

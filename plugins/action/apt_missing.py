@@ -1,0 +1,59 @@
+"""Action: ansible.builtin.apt (state present) for the packages that `dpkg-query` does not show installed.
+
+One task where a probe task and a conditional apt task were two: on a run with nothing to install, the node
+answers one `dpkg-query` and apt is never loaded. With cache_valid_time 0 (refresh the cache on every run),
+apt always runs. The probe runs in check mode too (it reads only); apt then reports what it would do.
+The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missing as rules
+
+
+class ActionModule(ActionBase):
+    """Arguments: name (a package or a list), update_cache (default true), cache_valid_time (s, default 3600)."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("name", "update_cache", "cache_valid_time"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        names = self._task.args.get("name")
+        names = [names] if isinstance(names, str) else list(names or [])
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise AnsibleActionFail(f"apt_missing: name must be a package name or a list of them, got {names!r}")
+        update_cache = boolean(self._task.args.get("update_cache", True), strict=True)
+        try:
+            cache_valid_time = int(self._task.args.get("cache_valid_time", 3600))
+        except (TypeError, ValueError) as e:
+            raise AnsibleActionFail(f"apt_missing: cache_valid_time must be a number of seconds: {e}") from e
+
+        probe = self._low_level_execute_command(shlex.join(rules.probe_argv(names)))
+        try:
+            todo = rules.missing(names, probe["rc"], probe.get("stdout", ""))
+        except ValueError as e:
+            raise AnsibleActionFail(f"apt_missing: {e}: {probe.get('stderr', '').strip()}") from e
+
+        if not todo and not (update_cache and cache_valid_time == 0):
+            result.update(changed=False, missing=[], msg=f"installed: {', '.join(names)}")
+            return result
+        result.update(
+            self._execute_module(
+                module_name="ansible.builtin.apt",
+                module_args={
+                    "name": names,
+                    "state": "present",
+                    "update_cache": update_cache,
+                    "cache_valid_time": cache_valid_time,
+                },
+                task_vars=task_vars,
+            )
+        )
+        result["missing"] = todo
+        return result

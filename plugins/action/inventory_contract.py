@@ -1,0 +1,83 @@
+"""Action: check the whole inventory against the contract (docs/design.md) on the controller.
+
+Every host of the contract's groups is read, whatever --limit says: uniqueness and the switch's view of
+the hosts need all of them. Each host's variables are its role defaults (roles/<role>/defaults/main.yml,
+read from there, never copied) under the inventory's values, templated in the host's context. The
+rules themselves live in module_utils/inventory_contract.py (plain Python, tested by pytest).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract
+
+# The collection's roles: their defaults are read where they are (roles/<role>/defaults/main.yml), never copied.
+_ROLES = Path(__file__).resolve().parents[2] / "roles"
+
+
+class ActionModule(ActionBase):
+    """Arguments: roles (group -> role names whose defaults apply to its hosts), require_groups, and
+    variables: prefixes of the variables to report on (a role used alone checks its own; empty: all)."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("roles", "require_groups", "variables"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        contract = inventory_contract
+        roles = self._task.args.get("roles") or {}
+        groups = {
+            g: list(task_vars["groups"].get(g, []))
+            for g in (contract.NODES, contract.SUBNET_MANAGERS, contract.SWITCHES, contract.UNGROUPED)
+        }
+        defaults = {group: self._defaults(names) for group, names in roles.items()}
+        hostvars, unreadable = {}, {}
+        for host in dict.fromkeys(groups[contract.NODES] + groups[contract.SWITCHES]):
+            group = contract.NODES if host in groups[contract.NODES] else contract.SWITCHES
+            hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), contract)
+            if why:
+                unreadable[host] = why
+        required = tuple(self._task.args.get("require_groups") or (contract.NODES,))
+        inventory = contract.Inventory(groups, hostvars, unreadable, required)
+        problems = contract.check(inventory, tuple(self._task.args.get("variables") or ()))
+        result["problems"] = [str(p) for p in problems]
+        result["changed"] = False
+        if problems:
+            result["failed"] = True
+            result["msg"] = contract.report(problems)
+        else:
+            result["msg"] = f"inventory contract holds for {len(hostvars)} host(s)"
+        return result
+
+    def _defaults(self, names):
+        merged = {}
+        for name in names:
+            path = _ROLES / name / "defaults" / "main.yml"
+            merged.update(self._loader.load_from_file(str(path), trusted_as_template=True) or {})
+        return merged
+
+    def _effective(self, hostvars, host, defaults, contract):
+        """The host's values of the variables the contract reads, templated; and what could not be read."""
+        try:
+            raw = dict(hostvars.raw_get(host))
+        except AnsibleError as e:
+            return {}, {"variables": _short(e)}
+        merged = {**defaults, **raw}
+        templar = self._templar.copy_with_new_env(available_variables=merged)
+        values, unreadable = {}, {}
+        for name in contract.needed_variables():
+            if name not in merged:
+                continue
+            try:
+                values[name] = templar.template(merged[name])
+            except AnsibleError as e:
+                unreadable[name] = _short(e)
+        return values, unreadable
+
+
+def _short(e: Exception) -> str:
+    return " ".join(str(getattr(e, "message", e)).split())[:300]

@@ -1,0 +1,146 @@
+"""Watch one host's share of a training job (its transient systemd unit) until it ends, a peer's ends badly,
+the host is lost, or the deadline passes. One bounded poll loop; never fails the task itself: the outcome is
+decided afterwards for all hosts at once (filter train_launch_job_outcome).
+
+Hosts tell each other through files on the controller (`signal_dir/<host>.json`): a unit that failed on one
+host (or a host lost for `lost_after` seconds) ends the watch everywhere at the next poll, so the role stops
+the survivors at once instead of waiting for their collective timeout. With `min_nodes` (elastic rendezvous),
+hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
+prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as filters
+
+display = Display()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+
+    def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
+        marker = f"=== launch {args.get('launch_id', '')} ==="
+        script = (
+            f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {filters.PROPS}; echo @@link; "
+            f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
+            f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
+            f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
+            "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
+            f"{shlex.quote(args['run_dir'] + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; true"
+        )
+        result = self._execute_module(
+            module_name="ansible.builtin.command",
+            module_args={"argv": ["sh", "-c", script]},
+            task_vars=task_vars,
+        )
+        if result.get("unreachable"):
+            raise AnsibleConnectionFailure(result.get("msg", "unreachable"))
+        if result.get("rc", 1) != 0:
+            raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
+        return filters.parse_poll(result.get("stdout", ""))
+
+    def _signal(self, signal_dir: str, host: str, payload: dict) -> None:
+        os.makedirs(signal_dir, exist_ok=True)
+        tmp = os.path.join(signal_dir, f".{host}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f)
+        os.replace(tmp, os.path.join(signal_dir, f"{host}.json"))
+
+    @staticmethod
+    def _peer_records(signal_dir: str) -> dict[str, dict]:
+        """host -> record of every host whose unit has ended (or that was lost)."""
+        out = {}
+        try:
+            names = sorted(os.listdir(signal_dir))
+        except OSError:
+            return out
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(signal_dir, name), encoding="utf-8") as f:
+                    out[name[: -len(".json")]] = json.load(f)
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        host = task_vars["inventory_hostname"]
+        deadline, interval = float(args["deadline"]), float(args.get("poll_interval", 10))
+        lost_after, launched = float(args.get("lost_after", 30)), float(args["launched"])
+        signal_dir, progress = args["signal_dir"], boolean(args.get("progress", False), strict=False)
+        job = {"host": host, "state": "running", "unit": {}, "ended": None, "why": "", "link_down_at": None}
+        last_contact, polls, timed_out, peer = time.time(), 0, False, None
+        link_grace = float(args.get("link_grace", 45))
+        nodes, min_nodes = list(args.get("nodes") or []), int(args.get("min_nodes") or 0)
+        while True:
+            polls += 1
+            lost = ""
+            try:
+                props, link, metrics, workers = self._poll(args, task_vars)
+                job["workers"] = workers
+                last_contact = time.time()
+                job["unit"] = props
+                job["state"] = filters.unit_state(props)
+                if link and link not in ("up", "unknown"):
+                    if job["link_down_at"] is None:
+                        job["link_down_at"] = time.time()
+                    job["why"] = (
+                        f"fabric link {args['fabric_if']} {link} since {time.time() - job['link_down_at']:.0f} s"
+                    )
+                else:
+                    job["link_down_at"] = None
+                if progress:
+                    job["metrics"] = metrics
+                    ended = len(self._peer_records(signal_dir)) + int(job["state"] != "running")
+                    hosts = int(args.get("hosts", 1))
+                    # launched <= 0 (a status look at a detached run): count from the unit's start.
+                    started = filters.systemd_time(props.get("ExecMainStartTimestamp", ""))
+                    since = launched if launched > 0 else started or time.time()
+                    elapsed = time.time() - since
+                    display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
+            except (AnsibleConnectionFailure, AnsibleError) as e:
+                lost = str(e)[:200]
+                if time.time() - last_contact > lost_after:
+                    job.update(state="unreachable", why=f"unreachable for {lost_after:.0f} s ({lost})")
+            if job["state"] == "running" and job["link_down_at"] and time.time() - job["link_down_at"] > link_grace:
+                # The collective would hang until its timeout: end the watch now, the role stops the job.
+                job["state"] = "failed"
+            if job["state"] == "unreachable":
+                job["ended"] = last_contact
+                self._signal(signal_dir, host, job)
+                break
+            if job["state"] != "running":
+                job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
+                if job["link_down_at"] is not None:
+                    job["ended"] = min(job["ended"], job["link_down_at"])
+                self._signal(signal_dir, host, job)
+                break
+            records = self._peer_records(signal_dir)
+            # Hosts lost for good that the job goes on without (min_nodes) do not end this watch.
+            if filters.peers_end_watch(records, host, nodes, min_nodes):
+                peer = next(h for h, r in records.items() if h != host and r.get("state") != "completed")
+                if not lost:
+                    break
+                # Out of touch while a peer's job ended: the peer may have failed because this host went away
+                # (a host that shuts down ends its torchrun, which ends the others'). Keep polling until the
+                # host answers again or stays silent for lost_after (then it is the one to name).
+            if time.time() > deadline:
+                timed_out = True
+                break
+            time.sleep(interval)
+        result.update(job=job, polls=polls, timed_out=timed_out, peer_failed=peer, changed=False)
+        return result

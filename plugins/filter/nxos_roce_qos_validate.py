@@ -1,0 +1,11 @@
+"""Filters: the switch role's value rules (rules in module_utils/nxos_roce_qos_validate.py)."""
+
+from __future__ import annotations
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
+
+
+class FilterModule:
+    def filters(self):
+        return adapt(FILTERS)

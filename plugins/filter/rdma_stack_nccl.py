@@ -1,0 +1,11 @@
+"""Filters: the RDMA endpoint, NCCL's settings and NCCL's transport log (rules in module_utils/rdma_stack_nccl.py)."""
+
+from __future__ import annotations
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_stack_nccl import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
+
+
+class FilterModule:
+    def filters(self):
+        return adapt(FILTERS)

@@ -1,0 +1,954 @@
+"""The inventory contract of rdma-llm-cluster (docs/design.md), checked once, every error at once.
+
+Pure Python (stdlib only): pytest imports this file directly, and the action plugin
+plugins/action/inventory_contract.py feeds it every host's variables (each role's
+defaults under the inventory's values, templated) and fails the play with what `check()` returns.
+
+Each error names the host (or `all` for a value every host shares) and the variable:
+``<host>: <variable> <what is wrong>``.
+
+Adding a rule (docs/design.md, "Adding a rule to the contract"): a type/range/choice of one variable is
+one row in VARIABLES; anything across fields or hosts is one function decorated with @rule. Either way,
+add one row to BAD in tests/unit/plugins/module_utils/test_inventory_contract.py with the exact message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
+
+NODES = "rdma_nodes"
+SUBNET_MANAGERS = "subnet_managers"
+SWITCHES = "switches"
+UNGROUPED = "ungrouped"
+ALL = "all"  # a row that applies to nodes and switches alike
+
+# Fabric MTU per link layer (and IPoIB mode): the one place these ranges live.
+# IPv4 needs 576; Nexus ports carry up to 9216; IPoIB datagram mode is the IB MTU (4096) less the
+# 4-byte IPoIB header; connected mode goes up to 65520.
+MTU_RANGES: dict[tuple[str, str], tuple[int, int]] = {
+    ("ethernet", "datagram"): (576, 9216),
+    ("infiniband", "datagram"): (576, 4092),
+    ("infiniband", "connected"): (576, 65520),
+}
+IPV6_MTU_MIN = 1280
+INTERFACE_KEYS = ("name", "addresses", "mtu", "routes", "nameservers", "ipoib_mode")
+ROUTE_KEYS = ("to", "via", "metric")
+NAMESERVER_KEYS = ("addresses", "search")
+# netplan accepts these interface names (Linux IFNAMSIZ - 1 characters).
+IFNAME_RE = r"^[A-Za-z0-9_.-]{1,15}$"
+DNS_LABEL_RE = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$"
+DOMAIN_RE = (
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    host: str
+    variable: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.variable} {self.message}"
+
+
+@dataclass
+class Inventory:
+    """What the validator sees: group members and each host's effective, templated variables."""
+
+    groups: dict[str, list[str]]
+    hostvars: dict[str, dict[str, Any]]
+    # host -> {variable: why it could not be read} (an undefined name, a vault without its password).
+    unreadable: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Groups that must have hosts: the nodes for a cluster run; the switches for the switch role alone.
+    required_groups: tuple[str, ...] = (NODES,)
+
+    def members(self, group: str) -> list[str]:
+        if group == ALL:
+            return list(dict.fromkeys(self.members(NODES) + self.members(SWITCHES)))
+        return list(self.groups.get(group) or [])
+
+    def get(self, host: str, name: str, default: Any = None) -> Any:
+        return self.hostvars.get(host, {}).get(name, default)
+
+
+# ---------------------------------------------------------------- value checks (return what is wrong)
+
+Check = Callable[[Any], str | None]
+
+
+def as_int(value: Any) -> int | None:
+    """An int, or a string of digits as `-e name=9000` passes it; None for anything else (bool too)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        return int(value)
+    return None
+
+
+def integer(lo: int | None = None, hi: int | None = None, even: bool = False) -> Check:
+    span = f" {lo}-{hi}" if lo is not None and hi is not None else (f" >= {lo}" if lo is not None else "")
+    want = f"must be {'an even' if even else 'an'} integer{span}"
+
+    def check(value: Any) -> str | None:
+        n = as_int(value)
+        bad = n is None or (lo is not None and n < lo) or (hi is not None and n > hi) or (even and n % 2)
+        return f"{want} (got {value!r})" if bad else None
+
+    return check
+
+
+def boolean() -> Check:
+    def check(value: Any) -> str | None:
+        ok = isinstance(value, bool) or str(value).lower() in ("true", "false", "yes", "no")
+        return None if ok else f"must be true or false (got {value!r})"
+
+    return check
+
+
+def boolean_or(*options: str) -> Check:
+    """true or false, or one of the words `options` (rdma_modules_gpudirect: auto)."""
+    flag = boolean()
+
+    def check(value: Any) -> str | None:
+        if value in options or flag(value) is None:
+            return None
+        return f"must be true, false or {' or '.join(options)} (got {value!r})"
+
+    return check
+
+
+def choice(*options: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value in options else f"must be one of {', '.join(options)} (got {value!r})"
+
+    return check
+
+
+def text(pattern: str = r"^[^\x00-\x1f\x7f]+$", what: str = "a non-empty single-line string") -> Check:
+    def check(value: Any) -> str | None:
+        ok = isinstance(value, str) and re.fullmatch(pattern, value) is not None
+        return None if ok else f"must be {what} (got {value!r})"
+
+    return check
+
+
+def list_of(item: Check, nonempty: bool = False, what: str = "a list") -> Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list):
+            return f"must be {what} (got {value!r})"
+        if nonempty and not value:
+            return f"must be a non-empty {what.removeprefix('a ')}"
+        for i, v in enumerate(value):
+            why = item(v)
+            if why:
+                return f"[{i}] {why}"
+        return None
+
+    return check
+
+
+def mapping() -> Check:
+    def check(value: Any) -> str | None:
+        return None if isinstance(value, dict) else f"must be a mapping of name to value (got {value!r})"
+
+    return check
+
+
+def networks_by_family() -> Check:
+    """{ipv4: [CIDR ...], ipv6: [CIDR ...]}: network addresses (no host bits) of the family their key names."""
+
+    def check(value: Any) -> str | None:
+        want = f"must be {{ipv4: [CIDR ...], ipv6: [CIDR ...]}} of network addresses (got {value!r})"
+        if not isinstance(value, dict) or set(value) != {"ipv4", "ipv6"}:
+            return want
+        for key, version in (("ipv4", 4), ("ipv6", 6)):
+            if not isinstance(value[key], list):
+                return want
+            for cidr in value[key]:
+                try:
+                    ok = isinstance(cidr, str) and ipaddress.ip_network(cidr, strict=True).version == version
+                except ValueError:
+                    ok = False
+                if not ok:
+                    return f"{key}: {cidr!r} is not an IPv{version} network in CIDR notation (no host bits)"
+        return None
+
+    return check
+
+
+def opensm_ports() -> Check:
+    def check(value: Any) -> str | None:
+        guids = (
+            isinstance(value, list)
+            and value
+            and all(isinstance(v, str) and re.fullmatch(r"0x[0-9a-fA-F]{16}", v) for v in value)
+        )
+        return (
+            None
+            if value == "ALL" or guids
+            else f"must be ALL or a list of 0x<16 hex digits> port GUIDs (got {value!r})"
+        )
+
+    return check
+
+
+# ---------------------------------------------------------------- variables: one row per variable
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    group: str  # whose hosts carry it: rdma_nodes, switches or all
+    check: Check
+    required: bool = False
+
+
+ABS_PATH = text(r"^/[^\x00-\x1f\x7f]*$", "an absolute path")
+VARIABLES: tuple[Var, ...] = (
+    # Shared cluster_* variables (docs/design.md, "Inventory contract").
+    Var("cluster_name", ALL, text()),
+    Var("cluster_fabric_interfaces", NODES, list_of(mapping(), nonempty=True, what="a list of interfaces"), True),
+    Var("cluster_rdma_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
+    Var("cluster_link_layer", ALL, choice("ethernet", "infiniband")),
+    Var("cluster_node_rank", NODES, integer(0)),
+    Var("cluster_roce_dscp", ALL, integer(0, 63)),
+    Var("cluster_cnp_dscp", ALL, integer(0, 63)),
+    Var("cluster_nodrop_cos", ALL, integer(0, 7)),
+    Var("cluster_cnp_cos", ALL, integer(0, 7)),
+    Var("cluster_roce_bandwidth_percent", ALL, integer(0, 100)),
+    Var("cluster_default_bandwidth_percent", ALL, integer(0, 100)),
+    Var("cluster_train_venv", NODES, ABS_PATH),
+    # common
+    Var("common_hostname", NODES, text(DNS_LABEL_RE, "a hostname (letters, digits, '-', at most 63)")),
+    Var("common_hosts_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
+    Var("common_hosts_fabric_suffix", NODES, text(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,40}[A-Za-z0-9])?$", "a DNS label")),
+    Var("common_hosts_alias_hostname", NODES, boolean()),
+    Var("common_hosts_drop_loopback_hostname", NODES, boolean()),
+    # rdma_netplan
+    Var(
+        "rdma_netplan_file",
+        NODES,
+        text(r"^/etc/netplan/[A-Za-z0-9_.-]+\.yaml$", "a .yaml file directly in /etc/netplan"),
+    ),
+    Var("rdma_netplan_renderer", NODES, choice("networkd", "NetworkManager")),
+    Var("rdma_netplan_install", NODES, boolean()),
+    Var("rdma_netplan_package", NODES, text(r"^[a-z0-9][a-z0-9.+-]+$", "a Debian package name")),
+    Var("rdma_netplan_apply", NODES, boolean()),
+    Var("rdma_netplan_peers_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
+    Var("rdma_netplan_check_peers", NODES, boolean()),
+    Var("rdma_netplan_connect_timeout", NODES, integer(1)),
+    Var("rdma_netplan_check_retries", NODES, integer(1)),
+    Var("rdma_netplan_revert_after", NODES, integer(0)),
+    # rdma_modules
+    Var("rdma_modules_list", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"), True)),
+    Var(
+        "rdma_modules_file",
+        NODES,
+        text(
+            r"^/[A-Za-z0-9_./-]*/modules-load\.d/[A-Za-z0-9_.-]+\.conf$", "a .conf file in a modules-load.d directory"
+        ),
+    ),
+    Var("rdma_modules_load", NODES, boolean()),
+    Var("rdma_modules_gpudirect", NODES, boolean_or("auto")),
+    Var("rdma_modules_gpudirect_list", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"))),
+    # rdma_stack
+    Var("rdma_stack_packages", NODES, list_of(text(r"^[a-z0-9][a-z0-9.+-]+$", "a Debian package name"))),
+    Var("rdma_stack_apt_cache_valid_time", NODES, integer(0)),
+    Var("rdma_stack_link_layer", NODES, choice("ethernet", "infiniband")),
+    Var("rdma_stack_opensm_force", NODES, boolean()),
+    Var("rdma_stack_opensm_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
+    Var("rdma_stack_opensm_priority", NODES, integer(0, 15)),
+    Var("rdma_stack_opensm_ports", NODES, opensm_ports()),
+    Var("rdma_stack_opensm_options", NODES, mapping()),
+    Var("rdma_stack_expected_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
+    Var("rdma_stack_expected_devices_strict", NODES, boolean()),
+    Var("rdma_stack_local_fact", NODES, boolean()),
+    # rdma_qos (host QoS; cross-field and switch agreement: rule host_qos)
+    Var("rdma_qos_interfaces", NODES, list_of(text(IFNAME_RE, "an interface name"))),
+    Var("rdma_qos_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
+    Var("rdma_qos_link_layer", NODES, choice("ethernet", "infiniband")),
+    Var("rdma_qos_roce_dscp", NODES, integer(0, 63)),
+    Var("rdma_qos_cnp_dscp", NODES, integer(0, 63)),
+    Var("rdma_qos_pfc_priority", NODES, integer(1, 7)),
+    Var("rdma_qos_cnp_priority", NODES, integer(1, 7)),
+    Var("rdma_qos_roce_bandwidth_percent", NODES, integer(0, 100)),
+    Var("rdma_qos_default_bandwidth_percent", NODES, integer(0, 100)),
+    Var("rdma_qos_tos_ecn", NODES, integer(0, 3)),
+    Var("rdma_qos_ib_sl", NODES, integer(0, 15)),
+    Var("rdma_qos_dcb", NODES, boolean()),
+    Var("rdma_qos_dcqcn", NODES, boolean()),
+    Var("rdma_qos_roce_tos", NODES, boolean()),
+    Var("rdma_qos_mark_tcp", NODES, boolean()),
+    # Rendered into the nftables rules: network addresses only (no injection).
+    Var("rdma_qos_mark_networks", NODES, networks_by_family()),
+    Var("rdma_qos_local_fact", NODES, boolean()),
+    # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
+    # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
+    Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
+    Var("nxos_roce_qos_pfc_watchdog_per_port", SWITCHES, boolean()),
+    Var("nxos_roce_qos_save", SWITCHES, boolean()),
+    Var("nxos_roce_qos_backup", SWITCHES, boolean()),
+)
+
+# Variables the rules read besides the rows above; the action plugin templates exactly these.
+EXTRA_VARIABLES = (
+    "ansible_host",
+    "ansible_user",
+    "ansible_password",
+    "ansible_ssh_pass",
+    "ansible_ssh_private_key_file",
+)
+
+
+def needed_variables() -> list[str]:
+    return [v.name for v in VARIABLES] + list(EXTRA_VARIABLES) + list(NXOS_RENDERED)
+
+
+# ---------------------------------------------------------------- rules across fields and hosts
+
+Rule = Callable[[Inventory], Iterable[Problem]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    """Register a cross-field rule; rules run in the order they are written."""
+    RULES.append(fn)
+    return fn
+
+
+@rule
+def unreadable_variables(inv: Inventory) -> Iterator[Problem]:
+    for host, why in sorted(inv.unreadable.items()):
+        for name, err in sorted(why.items()):
+            hint = (
+                " (give the vault password: --vault-id <id>@prompt or --ask-vault-pass)"
+                if "vault" in err.lower() or "decrypt" in err.lower()
+                else ""
+            )
+            yield Problem(host, name, f"cannot be read: {err}{hint}")
+
+
+@rule
+def group_membership(inv: Inventory) -> Iterator[Problem]:
+    nodes = inv.members(NODES)
+    for group in inv.required_groups:
+        if not inv.members(group):
+            yield Problem("inventory", f"group {group}", "has no hosts (a misspelt group name leaves it empty)")
+    for host in inv.members(UNGROUPED):
+        yield Problem(
+            host, "groups", f"puts the host in no group of the contract ({NODES}, {SUBNET_MANAGERS}, {SWITCHES})"
+        )
+    for host in inv.members(SUBNET_MANAGERS):
+        if host not in nodes:
+            yield Problem(host, f"group {SUBNET_MANAGERS}", f"holds a host that is not in {NODES}")
+    for host in inv.members(SWITCHES):
+        if host in nodes:
+            yield Problem(host, f"group {SWITCHES}", f"holds a host that is also in {NODES}")
+
+
+@rule
+def variable_rows(inv: Inventory) -> Iterator[Problem]:
+    for var in VARIABLES:
+        hosts = inv.members(var.group)
+        values: dict[str, Any] = {}
+        for host in hosts:
+            if var.name in inv.unreadable.get(host, {}):
+                continue
+            if var.name not in inv.hostvars.get(host, {}):
+                if var.required:
+                    yield Problem(host, var.name, "is required (see docs/design.md)")
+                continue
+            values[host] = inv.hostvars[host][var.name]
+        yield from _per_value(var.name, values, var.check, len(hosts))
+
+
+def _per_value(name: str, values: dict[str, Any], check: Check, n_hosts: int) -> Iterator[Problem]:
+    """One problem per distinct bad value: `all` when every host has the same one (group_vars/all)."""
+    by_value: dict[str, list[str]] = defaultdict(list)
+    for host, value in values.items():
+        by_value[repr(value)].append(host)
+    for hosts in by_value.values():
+        why = check(values[hosts[0]])
+        if not why:
+            continue
+        if len(hosts) == n_hosts and n_hosts > 1:
+            yield Problem(ALL, name, why)
+        else:
+            for host in hosts:
+                yield Problem(host, name, why)
+
+
+def _iface_label(iface: Any, i: int) -> str:
+    name = iface.get("name") if isinstance(iface, dict) else None
+    return f"cluster_fabric_interfaces[{name if isinstance(name, str) and name else i}]"
+
+
+def _interfaces(inv: Inventory, host: str) -> list[dict]:
+    ifaces = inv.get(host, "cluster_fabric_interfaces")
+    return [i for i in ifaces if isinstance(i, dict)] if isinstance(ifaces, list) else []
+
+
+def _link_layer(inv: Inventory, host: str) -> str:
+    # rdma_stack_link_layer carries the effective value (cluster_link_layer or the role's default).
+    layer = inv.get(host, "rdma_stack_link_layer", inv.get(host, "cluster_link_layer"))
+    return layer if layer in ("ethernet", "infiniband") else "ethernet"
+
+
+def _interface(s: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface | None:
+    """A host address with an explicit prefix length (netaddr and netplan read a bare address as /32)."""
+    if not isinstance(s, str) or not re.fullmatch(r"[0-9A-Fa-f:.]+/[0-9]{1,3}", s):
+        return None
+    try:
+        iface = ipaddress.ip_interface(s)
+    except ValueError:
+        return None
+    net = iface.network
+    if net.num_addresses > 2 and iface.ip in (net.network_address, net.broadcast_address) and iface.version == 4:
+        return None
+    return iface
+
+
+def _address(s: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(s) if isinstance(s, str) else None
+    except ValueError:
+        return None
+
+
+def _network(s: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    if not isinstance(s, str) or "/" not in s:
+        return None
+    try:
+        return ipaddress.ip_network(s, strict=True)
+    except ValueError:
+        return None
+
+
+@rule
+def fabric_interfaces(inv: Inventory) -> Iterator[Problem]:
+    """Shape, names, addresses, MTU (by link layer and address family), routes and resolvers."""
+    for host in inv.members(NODES):
+        ifaces = inv.get(host, "cluster_fabric_interfaces")
+        if not isinstance(ifaces, list):
+            continue
+        layer = _link_layer(inv, host)
+        names = Counter(i.get("name") for i in ifaces if isinstance(i, dict))
+        for i, iface in enumerate(ifaces):
+            if not isinstance(iface, dict):
+                continue
+            label = _iface_label(iface, i)
+            unknown = sorted(set(iface) - set(INTERFACE_KEYS))
+            if unknown:
+                yield Problem(
+                    host, label, f"has unknown key(s) {', '.join(unknown)} (known: {', '.join(INTERFACE_KEYS)})"
+                )
+            name = iface.get("name")
+            if not isinstance(name, str) or not re.fullmatch(IFNAME_RE, name):
+                yield Problem(
+                    host, f"{label}.name", f"must be a Linux interface name (at most 15 of A-Za-z0-9_.-), got {name!r}"
+                )
+            elif names[name] > 1:
+                yield Problem(host, f"{label}.name", "is listed twice")
+            addrs = iface.get("addresses")
+            parsed = []
+            if not isinstance(addrs, list) or not addrs:
+                yield Problem(
+                    host, f"{label}.addresses", "must list at least one address in CIDR form (192.168.250.201/24)"
+                )
+            else:
+                for a in addrs:
+                    ip = _interface(a)
+                    if ip is None:
+                        yield Problem(
+                            host,
+                            f"{label}.addresses",
+                            f"has {a!r}, which is not a host address with a prefix length such as 192.168.250.201/24",
+                        )
+                    else:
+                        parsed.append(ip)
+            yield from _mtu(host, label, iface, layer, parsed)
+            yield from _routes(host, label, iface, parsed)
+            yield from _nameservers(host, label, iface)
+
+
+def _mtu(host: str, label: str, iface: dict, layer: str, addrs: list) -> Iterator[Problem]:
+    mode = iface.get("ipoib_mode", "datagram")
+    if "ipoib_mode" in iface and (layer != "infiniband" or mode not in ("datagram", "connected")):
+        yield Problem(
+            host,
+            f"{label}.ipoib_mode",
+            f"must be datagram or connected, and only on an infiniband fabric (got {mode!r} on {layer})",
+        )
+        return
+    if iface.get("mtu") is None:
+        return
+    lo, hi = MTU_RANGES[(layer, mode)]
+    if any(a.version == 6 for a in addrs):
+        lo = max(lo, IPV6_MTU_MIN)
+    if integer(lo, hi)(iface["mtu"]):
+        where = (
+            layer + (f", IPoIB {mode} mode" if layer == "infiniband" else "") + (", IPv6" if lo == IPV6_MTU_MIN else "")
+        )
+        yield Problem(host, f"{label}.mtu", f"{iface['mtu']!r} must lie within {lo}-{hi} ({where})")
+
+
+def _routes(host: str, label: str, iface: dict, addrs: list) -> Iterator[Problem]:
+    routes = iface.get("routes")
+    if routes is None:
+        return
+    if not isinstance(routes, list):
+        yield Problem(host, f"{label}.routes", f"must be a list of routes (got {routes!r})")
+        return
+    for r in routes:
+        if not isinstance(r, dict):
+            yield Problem(host, f"{label}.routes", f"has {r!r}, which is not a route (to, via, metric)")
+            continue
+        to, via = r.get("to"), r.get("via")
+        where = f"{label}.routes"
+        prefix = f"has route to {to!r} via {via!r}:"
+        unknown = sorted(set(r) - set(ROUTE_KEYS))
+        if unknown:
+            yield Problem(host, where, f"{prefix} unknown key(s) {', '.join(unknown)} (known: {', '.join(ROUTE_KEYS)})")
+        if to in ("default", "0.0.0.0/0", "::/0"):
+            yield Problem(
+                host,
+                where,
+                f"{prefix} a default route over the fabric would take the management path; list the remote fabric "
+                "networks instead",
+            )
+            continue
+        net, gw = _network(to), _address(via)
+        if net is None:
+            yield Problem(host, where, f"{prefix} 'to' must be a network in CIDR form (192.168.251.0/24)")
+        if gw is None:
+            yield Problem(host, where, f"{prefix} 'via' must be an address")
+        elif net is not None and net.version != gw.version:
+            yield Problem(host, where, f"{prefix} 'to' and 'via' are of different address families")
+        elif addrs and not any(a.version == gw.version and gw in a.network and gw != a.ip for a in addrs):
+            yield Problem(
+                host,
+                where,
+                f"{prefix} 'via' must be an address inside one of {', '.join(map(str, addrs))} (not the host's own)",
+            )
+        if r.get("metric") is not None and integer(0)(r["metric"]):
+            yield Problem(host, where, f"{prefix} 'metric' must be a non-negative integer")
+
+
+def _nameservers(host: str, label: str, iface: dict) -> Iterator[Problem]:
+    ns = iface.get("nameservers")
+    if ns is None:
+        return
+    if not isinstance(ns, dict):
+        yield Problem(host, f"{label}.nameservers", f"must be a mapping with addresses and search (got {ns!r})")
+        return
+    unknown = sorted(set(ns) - set(NAMESERVER_KEYS))
+    if unknown:
+        yield Problem(
+            host, f"{label}.nameservers", f"has unknown key(s) {', '.join(unknown)} (known: addresses, search)"
+        )
+    for a in ns.get("addresses") or []:
+        if _address(a) is None:
+            yield Problem(host, f"{label}.nameservers.addresses", f"has {a!r}, which is not an IP address")
+    for d in ns.get("search") or []:
+        if not isinstance(d, str) or not re.fullmatch(DOMAIN_RE, d):
+            yield Problem(host, f"{label}.nameservers.search", f"has {d!r}, which is not a domain name")
+
+
+def fabric_address(inv: Inventory, host: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface | None:
+    """The design's fabric address: the first address of the first fabric interface."""
+    ifaces = _interfaces(inv, host)
+    addrs = ifaces[0].get("addresses") if ifaces else None
+    return _interface(addrs[0]) if isinstance(addrs, list) and addrs else None
+
+
+@rule
+def fabric_address_family(inv: Inventory) -> Iterator[Problem]:
+    # netplan renders IPv6 addresses and routes, but the rendezvous endpoint, /etc/hosts and the RoCE
+    # GID choice use the fabric address as IPv4: an IPv6 address is accepted after it, not as it.
+    for host in inv.members(NODES):
+        fa = fabric_address(inv, host)
+        if fa is not None and fa.version == 6:
+            label = _iface_label(_interfaces(inv, host)[0], 0)
+            yield Problem(
+                host,
+                f"{label}.addresses",
+                f"starts with {fa}: the fabric address (first address of the first interface) must be IPv4; IPv6 "
+                "addresses may follow it",
+            )
+
+
+@rule
+def unique_across_nodes(inv: Inventory) -> Iterator[Problem]:
+    owners: dict[str, list[str]] = defaultdict(list)
+    for host in inv.members(NODES):
+        for iface in _interfaces(inv, host):
+            for a in iface.get("addresses") or []:
+                ip = _interface(a)
+                if ip is not None:
+                    owners[str(ip.ip)].append(host)
+    for addr, hosts in owners.items():
+        if len(hosts) > 1:
+            for host in sorted(set(hosts)):
+                yield Problem(
+                    host,
+                    "cluster_fabric_interfaces",
+                    f"has fabric address {addr}, also on {', '.join(sorted(set(hosts) - {host})) or 'this host twice'}",
+                )
+    names: dict[str, list[str]] = defaultdict(list)
+    for host in inv.members(NODES):
+        names[str(inv.get(host, "common_hostname", host.split(".")[0]))].append(host)
+    for name, hosts in names.items():
+        for host in hosts if len(hosts) > 1 else []:
+            yield Problem(
+                host, "common_hostname", f"{name!r} is also the hostname of {', '.join(h for h in hosts if h != host)}"
+            )
+
+
+@rule
+def node_ranks(inv: Inventory) -> Iterator[Problem]:
+    nodes = inv.members(NODES)
+    ranks = {h: as_int(inv.get(h, "cluster_node_rank")) for h in nodes if inv.get(h, "cluster_node_rank") is not None}
+    count = Counter(r for r in ranks.values() if r is not None)
+    for host, r in ranks.items():
+        if r is None:
+            continue  # the type row reports it
+        if not 0 <= r < len(nodes):
+            yield Problem(
+                host, "cluster_node_rank", f"{r} must lie within 0-{len(nodes) - 1} ({len(nodes)} nodes in {NODES})"
+            )
+        elif count[r] > 1:
+            others = ", ".join(h for h, o in ranks.items() if o == r and h != host)
+            yield Problem(host, "cluster_node_rank", f"{r} is also the rank of {others}")
+
+
+@rule
+def fabric_off_management(inv: Inventory) -> Iterator[Problem]:
+    """A fabric subnet holding a management address (ansible_host) would pull the controller's path onto it."""
+    mgmt = {h: _address(inv.get(h, "ansible_host")) for h in inv.members(ALL)}
+    for host in inv.members(NODES):
+        for iface in _interfaces(inv, host):
+            for a in iface.get("addresses") or []:
+                ip = _interface(a)
+                if ip is None:
+                    continue
+                inside = sorted(
+                    h for h, m in mgmt.items() if m is not None and m.version == ip.version and m in ip.network
+                )
+                if inside:
+                    yield Problem(
+                        host,
+                        f"{_iface_label(iface, 0)}.addresses",
+                        f"has {a}, whose subnet holds the management address (ansible_host) of {', '.join(inside)}: "
+                        "the fabric must not overlap the management network",
+                    )
+
+
+def _reach(iface: dict) -> list:
+    """The networks one fabric interface reaches: its subnets and its routes' destinations."""
+    nets = [ip.network for ip in map(_interface, iface.get("addresses") or []) if ip is not None]
+    return nets + [n for n in (_network(r.get("to")) for r in iface.get("routes") or [] if isinstance(r, dict)) if n]
+
+
+@rule
+def peers_reachable(inv: Inventory) -> Iterator[Problem]:
+    """Each node reaches every peer's fabric address on one of its subnets or through one of its routes."""
+    nodes = inv.members(NODES)
+    fabric = {h: fabric_address(inv, h) for h in nodes}
+    for host in nodes:
+        nets = []
+        addrs = [a for i in _interfaces(inv, host) for a in (i.get("addresses") or [])]
+        if not addrs or None in map(_interface, addrs):
+            continue  # its own addresses are reported already
+        for iface in _interfaces(inv, host):
+            nets += _reach(iface)
+        if not nets:
+            continue
+        for peer, fa in fabric.items():
+            if peer == host or fa is None or fa.version != 4:
+                continue
+            if not any(n.version == fa.version and fa.ip in n for n in nets):
+                yield Problem(
+                    host,
+                    "cluster_fabric_interfaces",
+                    f"reaches no subnet or route holding {peer}'s fabric address {fa.ip}: put it on a shared subnet "
+                    "or add a route",
+                )
+
+
+def _rail(iface: dict) -> tuple[Any, list]:
+    """(first IPv4 address, the networks it reaches) of one fabric interface."""
+    ips = [ip.ip for ip in map(_interface, iface.get("addresses") or []) if ip is not None and ip.version == 4]
+    return (ips[0] if ips else None), _reach(iface)
+
+
+@rule
+def rails_by_position(inv: Inventory) -> Iterator[Problem]:
+    """Rail i (the i-th fabric interface, after the first) reaches rail i of every peer through its own subnets or
+    routes: the ladder's pair tests and NCCL's rail-aligned rings meet rail i with rail i, so rails listed in
+    another order on one node would be tested, and trained, across rails."""
+    nodes = inv.members(NODES)
+    rails = {h: [(_iface_label(iface, i), *_rail(iface)) for i, iface in enumerate(_interfaces(inv, h))] for h in nodes}
+    for host in nodes:
+        for i, (label, addr, nets) in enumerate(rails[host][1:], start=1):
+            if addr is None or not nets:
+                continue  # no IPv4 address on this rail: nothing to meet by address
+            for peer in nodes:
+                theirs = rails[peer][i][1] if peer != host and i < len(rails[peer]) else None
+                if theirs is not None and not any(theirs in n for n in nets):
+                    yield Problem(
+                        host,
+                        f"{label}.addresses",
+                        f"(rail {i + 1}) reaches no subnet or route holding {peer}'s rail {i + 1} address {theirs}: "
+                        f"rail {i + 1} of every node must share a subnet (or a route), as the pair tests and NCCL's "
+                        "rail-aligned rings meet rail i with rail i",
+                    )
+
+
+@rule
+def netplan_revert_after_connect(inv: Inventory) -> Iterator[Problem]:
+    """The host must not revert a good change while the controller may still be reconnecting."""
+    for host in inv.members(NODES):
+        after = as_int(inv.get(host, "rdma_netplan_revert_after"))
+        wait = as_int(inv.get(host, "rdma_netplan_connect_timeout"))
+        if after and wait and after <= wait:
+            yield Problem(
+                host,
+                "rdma_netplan_revert_after",
+                f"{after} must exceed rdma_netplan_connect_timeout ({wait}) or be 0 (off)",
+            )
+
+
+@rule
+def link_layer(inv: Inventory) -> Iterator[Problem]:
+    nodes = inv.members(NODES)
+    layers = {h: _link_layer(inv, h) for h in nodes}
+    if len(set(layers.values())) > 1:
+        for host in nodes:
+            yield Problem(
+                host, "cluster_link_layer", f"is {layers[host]}, other nodes have another: one fabric, one link layer"
+            )
+    if "infiniband" in layers.values() and not inv.members(SUBNET_MANAGERS):
+        yield Problem("inventory", f"group {SUBNET_MANAGERS}", "is empty: an InfiniBand fabric needs a subnet manager")
+
+
+@rule
+def qos_shared_with_switch(inv: Inventory) -> Iterator[Problem]:
+    hosts = inv.members(ALL)
+    for name in (
+        "cluster_roce_dscp",
+        "cluster_cnp_dscp",
+        "cluster_nodrop_cos",
+        "cluster_cnp_cos",
+        "cluster_roce_bandwidth_percent",
+        "cluster_default_bandwidth_percent",
+    ):
+        values = {repr(inv.get(h, name)) for h in hosts if inv.get(h, name) is not None}
+        if len(values) > 1:
+            yield Problem(
+                ALL,
+                name,
+                f"differs between hosts ({', '.join(sorted(values))}): the switch and every node must use one value",
+            )
+    same: dict[tuple, list[str]] = defaultdict(list)
+    for h in hosts:
+        same[(as_int(inv.get(h, "cluster_roce_dscp")), as_int(inv.get(h, "cluster_cnp_dscp")))].append(h)
+    for (roce, cnp), members in same.items():
+        if roce is not None and roce == cnp:
+            for host in [ALL] if len(members) == len(hosts) > 1 else members:
+                yield Problem(host, "cluster_cnp_dscp", f"{cnp} equals cluster_roce_dscp: CNPs need their own DSCP")
+
+
+# The hosts' QoS (rdma_qos) against each switch's (nxos_roce_qos): (host variable, switch variable).
+QOS_HOST_SWITCH = (
+    ("rdma_qos_pfc_priority", "nxos_roce_qos_nodrop_cos"),
+    ("rdma_qos_cnp_priority", "nxos_roce_qos_cnp_qos_group"),
+    ("rdma_qos_cnp_dscp", "nxos_roce_qos_cnp_dscp"),
+    ("rdma_qos_roce_bandwidth_percent", "nxos_roce_qos_roce_bandwidth_percent"),
+    ("rdma_qos_default_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"),
+)
+
+
+def _host_qos_problems(inv: Inventory, host: str) -> Iterator[tuple[str, str]]:
+    ranges = {
+        "rdma_qos_roce_dscp": (0, 63),
+        "rdma_qos_cnp_dscp": (0, 63),
+        "rdma_qos_pfc_priority": (1, 7),
+        "rdma_qos_cnp_priority": (1, 7),
+        "rdma_qos_roce_bandwidth_percent": (0, 100),
+        "rdma_qos_default_bandwidth_percent": (0, 100),
+    }
+    # Values out of range are the variable rows' to report (no cascades).
+    v = {n: as_int(inv.get(host, n)) for n in ranges}
+    v = {n: x if x is not None and ranges[n][0] <= x <= ranges[n][1] else None for n, x in v.items()}
+    roce, cnp_dscp = v["rdma_qos_roce_dscp"], v["rdma_qos_cnp_dscp"]
+    pfc, cnp = v["rdma_qos_pfc_priority"], v["rdma_qos_cnp_priority"]
+    if roce is not None and roce == cnp_dscp:
+        yield "rdma_qos_cnp_dscp", f"{cnp_dscp} equals rdma_qos_roce_dscp: CNPs need their own DSCP"
+    if pfc is not None and pfc == cnp:
+        yield "rdma_qos_cnp_priority", f"{cnp} equals rdma_qos_pfc_priority: CNPs need their own strict-priority class"
+    roce_bw, default_bw = v["rdma_qos_roce_bandwidth_percent"], v["rdma_qos_default_bandwidth_percent"]
+    if roce_bw is not None and default_bw is not None and roce_bw + default_bw != 100:
+        yield (
+            "rdma_qos_roce_bandwidth_percent",
+            f"{roce_bw} + rdma_qos_default_bandwidth_percent {default_bw} must add up to 100 (the NIC's ETS shares)",
+        )
+    for sw in inv.members(SWITCHES):
+        # Switch values its own rules reject are reported by switch_values (no cascades).
+        rendered = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
+        rejected = {p["var"] for p in nxos_roce_qos_validate(rendered)}
+        shares = {"nxos_roce_qos_roce_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"}
+        if rejected & shares:  # the switch reports the pair under one name
+            rejected |= shares
+        dscps = inv.get(sw, "nxos_roce_qos_roce_dscp")
+        if dscps is not None and roce is not None and "nxos_roce_qos_roce_dscp" not in rejected:
+            listed = [as_int(d) for d in dscps] if isinstance(dscps, list) else [as_int(dscps)]
+            if roce not in listed:
+                yield "rdma_qos_roce_dscp", f"{roce} is not classified by {sw} (nxos_roce_qos_roce_dscp {dscps})"
+        for name, sw_name in QOS_HOST_SWITCH:
+            theirs = None if sw_name in rejected else as_int(inv.get(sw, sw_name))
+            if v[name] is not None and theirs is not None and v[name] != theirs:
+                yield name, f"{v[name]} differs from {sw}'s {sw_name} {theirs}: host and switch must agree"
+
+
+@rule
+def host_qos(inv: Inventory) -> Iterator[Problem]:
+    """The hosts' QoS is consistent in itself and is what every switch expects (`all` when every node agrees)."""
+    nodes = inv.members(NODES)
+    seen: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for host in nodes:
+        for name, message in _host_qos_problems(inv, host):
+            seen[(name, message)].append(host)
+    for (name, message), hosts in seen.items():
+        for host in [ALL] if len(hosts) == len(nodes) > 1 else hosts:
+            yield Problem(host, name, message)
+
+
+# The variables the switch role renders into the device config (its validator's input).
+NXOS_RENDERED = (
+    "nxos_roce_qos_roce_dscp",
+    "nxos_roce_qos_cnp_dscp",
+    "nxos_roce_qos_nodrop_cos",
+    "nxos_roce_qos_cnp_qos_group",
+    "nxos_roce_qos_queue_scheme",
+    "nxos_roce_qos_mtu",
+    "nxos_roce_qos_roce_bandwidth_percent",
+    "nxos_roce_qos_default_bandwidth_percent",
+    "nxos_roce_qos_ecn_min_threshold_kbytes",
+    "nxos_roce_qos_ecn_max_threshold_kbytes",
+    "nxos_roce_qos_ecn_drop_probability",
+    "nxos_roce_qos_ecn_weight",
+    "nxos_roce_qos_ecn_thresholds_by_speed",
+    "nxos_roce_qos_port_speed",
+    "nxos_roce_qos_roce_class",
+    "nxos_roce_qos_cnp_class",
+    "nxos_roce_qos_marking_policy",
+    "nxos_roce_qos_network_policy",
+    "nxos_roce_qos_queuing_policy",
+    "nxos_roce_qos_checkpoint_file",
+    "nxos_roce_qos_interfaces",
+    "nxos_roce_qos_class_match",
+    "nxos_roce_qos_default_qos_group",
+    "nxos_roce_qos_pfc_mode",
+)
+
+
+@rule
+def switch_values(inv: Inventory) -> Iterator[Problem]:
+    """Every value rendered into the switch config: ranges, consistency, NX-OS names, no CLI injection."""
+    for sw in inv.members(SWITCHES):
+        if "variables" in inv.unreadable.get(sw, {}):
+            continue
+        values = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
+        for p in nxos_roce_qos_validate(values):
+            msg = p["msg"].removeprefix(f"{p['var']}: ").removeprefix(p["var"]).lstrip()
+            yield Problem(sw, p["var"], msg)
+
+
+def _switch_ports(inv: Inventory, sw: str) -> list[dict]:
+    ports = inv.get(sw, "nxos_roce_qos_interfaces")
+    return [p for p in ports if isinstance(p, dict)] if isinstance(ports, list) else []
+
+
+@rule
+def host_mtu_fits_switch(inv: Inventory) -> Iterator[Problem]:
+    """On a RoCE fabric every switch port and the no-drop class must carry the hosts' largest frame."""
+    biggest: tuple[int, str] | None = None
+    for host in inv.members(NODES):
+        if _link_layer(inv, host) != "ethernet":
+            return
+        for iface in _interfaces(inv, host):
+            m = as_int(iface.get("mtu"))
+            if m is None or integer(*MTU_RANGES[("ethernet", "datagram")])(m):
+                continue  # unset (kernel default) or reported as out of range
+            if biggest is None or m > biggest[0]:
+                biggest = (m, f"{host} {_iface_label(iface, 0)}")
+    if biggest is None:
+        return
+    for sw in inv.members(SWITCHES):
+        class_mtu = as_int(inv.get(sw, "nxos_roce_qos_mtu"))
+        if class_mtu is not None and integer(1500, 9216, even=True)(class_mtu):
+            class_mtu = None  # the switch's own rules report it
+        if class_mtu is not None and class_mtu < biggest[0]:
+            yield Problem(
+                sw,
+                "nxos_roce_qos_mtu",
+                f"{class_mtu} is below the hosts' fabric MTU {biggest[0]} ({biggest[1]}): no-drop frames would be "
+                "discarded",
+            )
+        for p in _switch_ports(inv, sw):
+            m = as_int(p.get("mtu", class_mtu))
+            if m is not None and not integer(576, 9216, even=True)(m) and m < biggest[0]:
+                yield Problem(
+                    sw,
+                    f"nxos_roce_qos_interfaces[{p.get('name')}].mtu",
+                    f"{m} is below the hosts' fabric MTU {biggest[0]} ({biggest[1]}): frames would be dropped",
+                )
+
+
+@rule
+def switch_credentials(inv: Inventory) -> Iterator[Problem]:
+    for sw in inv.members(SWITCHES):
+        if set(inv.unreadable.get(sw, {})) & {"variables", "ansible_user", "ansible_password"}:
+            continue  # reported as unreadable (a vault without its password)
+        if not inv.get(sw, "ansible_user"):
+            yield Problem(
+                sw, "ansible_user", "must be set for the switch (the example inventory takes it from vault.yml)"
+            )
+        if not (
+            inv.get(sw, "ansible_password")
+            or inv.get(sw, "ansible_ssh_pass")
+            or inv.get(sw, "ansible_ssh_private_key_file")
+        ):
+            yield Problem(
+                sw,
+                "ansible_password",
+                "(or ansible_ssh_private_key_file) must be set for the switch (the example inventory takes it from "
+                "vault.yml)",
+            )
+
+
+def check(inv: Inventory, variables: tuple[str, ...] = ()) -> list[Problem]:
+    """Every problem of the inventory, in rule order, each once; only those whose variable starts with
+    one of `variables` when given (a role used alone checks its own variables)."""
+    seen: dict[Problem, None] = {}
+    for fn in RULES:
+        for p in fn(inv):
+            if not variables or p.variable.startswith(variables):
+                seen.setdefault(p)
+    return list(seen)
+
+
+def report(problems: list[Problem]) -> str:
+    return f"the inventory breaks {len(problems)} rule(s) of the contract (docs/design.md):\n" + "\n".join(
+        f"  {p}" for p in problems
+    )

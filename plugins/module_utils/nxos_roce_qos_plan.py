@@ -1,0 +1,249 @@
+"""Plan the commands that take an NX-OS running config exactly to the nxos_roce_qos intent.
+
+Pure Python (stdlib only), imported by the action plugin plugins/action/nxos_roce_qos_switch.py (which reads
+the switch over the persistent connection and the rendered intent file) and by
+tests/unit/plugins/module_utils/test_nxos_roce_qos_plan.py.
+`plan(running, intent, marking_policy, queuing_policy=None)` returns
+
+- `commands`: the configuration lines in the order they are sent (flat, each lands in its parent's
+  mode as on NX-OS), removals (`no ...`) before additions in every block, and `config`, the same lines
+  indented under their parents (written to the commands file for review);
+- `before`, `after` and `unified_diff`: the managed blocks as they are and as they will be (the action
+  hands them to `--diff`).
+
+Managed blocks are the intent's top-level lines (global PFC watchdog, the class-maps and policy-maps
+it names, `system qos`, its interfaces) plus ports that carry the role's input policy but left the
+port list, and the per-speed queuing policies (`<queuing_policy>_<N>G`) no port uses any more,
+which are deleted after the ports left them. Inside class-maps, policy-maps and `system qos` the
+role owns every line; inside an interface only the lines it sets (`OWNED_INTERFACE_KEYS`), so
+`shutdown`, addresses, `switchport` and the like stay. Everything outside these blocks is never touched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+# Lines that set one value: a new value replaces the old line, so the line is keyed by these words
+# (the longest matching prefix). Any other line is its own key (several `match dscp` lines coexist).
+SINGLE_VALUED = (
+    "description",
+    "mtu",
+    "priority-flow-control mode",
+    "priority-flow-control watch-dog-interval",
+    "service-policy type qos input",
+    "service-policy type network-qos",
+    "service-policy type queuing output",
+    "set qos-group",
+    "pause pfc-cos",
+    "bandwidth",
+    "priority",
+    "random-detect",
+    "shape",
+)
+# What the role owns inside an interface (the rest of the port's config is the user's).
+OWNED_INTERFACE_KEYS = (
+    "description",
+    "mtu",
+    "priority-flow-control mode",
+    "priority-flow-control watch-dog-interval",
+    "service-policy type queuing output",
+    "service-policy type qos input",
+)
+# Lines that never count (comments, banners NX-OS prints before the config).
+_SKIP = re.compile(r"^(!|version |Building configuration|Current configuration)")
+
+
+class Node:
+    __slots__ = ("children", "line")
+
+    def __init__(self, line: str):
+        self.line = line
+        self.children: list[Node] = []
+
+
+def parse(text: str) -> list[Node]:
+    """Indented config text -> top-level nodes (order kept; comments, blank and `version` lines dropped)."""
+    root = Node("")
+    stack: list[tuple[int, Node]] = [(-1, root)]
+    for raw in str(text).splitlines():
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped or _SKIP.match(stripped):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack[-1][0] >= indent:
+            stack.pop()
+        node = Node(stripped)
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    return root.children
+
+
+def key(line: str) -> str:
+    """Identity of a line inside its block: the setting it sets, or the whole line."""
+    words = line.split()
+    if words[:2] == ["class-map", "type"] and len(words) >= 5:
+        return f"class-map type {words[2]} {words[-1]}"  # match-all/match-any is not the identity
+    best = None
+    for prefix in SINGLE_VALUED:
+        size = len(prefix.split())
+        if words[:size] == prefix.split() and (best is None or size > len(best.split())):
+            best = prefix
+    return best or line
+
+
+def flatten(node: Node, depth: int = 0) -> list[tuple[int, str]]:
+    out = [(depth, node.line)]
+    for child in node.children:
+        out += flatten(child, depth + 1)
+    return out
+
+
+def render(nodes: list[Node], depth: int = 0) -> list[str]:
+    out = []
+    for node in nodes:
+        out.append("  " * depth + node.line)
+        out += render(node.children, depth + 1)
+    return out
+
+
+def _owned(header: str, line: str, wanted_keys: set[str] | None = None) -> bool:
+    """Whether the role owns `line` inside `header`. A port description is the role's only when the
+    intent sets one (otherwise the user's description stays)."""
+    if header.startswith("interface "):
+        if key(line) == "description":
+            return wanted_keys is not None and "description" in wanted_keys
+        return key(line) in OWNED_INTERFACE_KEYS
+    return True
+
+
+def diff_children(
+    header: str, running: list[Node], wanted: list[Node], depth: int = 1
+) -> tuple[list[tuple[int, str]], list[Node]]:
+    """Commands (depth, line) inside `header`'s mode and the resulting children of one block."""
+    by_key = {key(n.line): n for n in running}
+    wanted_keys = {key(n.line) for n in wanted}
+    owned = [n for n in running if _owned(header, n.line, wanted_keys)]
+    commands = [(depth, f"no {n.line}") for n in owned if key(n.line) not in wanted_keys]
+    after = [n for n in running if n not in owned]
+    leaves = [w for w in wanted if not w.children]
+    blocks = [w for w in wanted if w.children]
+    for want in leaves:
+        have = by_key.get(key(want.line))
+        if have is None or have.line != want.line or have.children:
+            commands.append((depth, want.line))
+        after.append(want)
+    for want in blocks:
+        have = by_key.get(key(want.line))
+        if have is None:
+            commands += flatten(want, depth)
+            after.append(want)
+            continue
+        sub, sub_after = diff_children(want.line, have.children, want.children, depth + 1)
+        if sub or have.line != want.line:
+            commands += [(depth, want.line), *sub]
+        merged = Node(want.line)
+        merged.children = sub_after
+        after.append(merged)
+    return commands, after
+
+
+def _recreate_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[int, str]]:
+    """Commands that delete the class-maps whose match type differs from the intent (NX-OS cannot
+    change it in place) after taking their classes out of the qos policies that use them. `running`
+    is edited to match, so the rest of the plan re-creates the class-maps and re-adds the classes."""
+    commands: list[tuple[int, str]] = []
+    by_key = {key(n.line): n for n in running}
+    for want in intent:
+        have = by_key.get(key(want.line))
+        if not want.line.startswith("class-map ") or have is None or have.line == want.line:
+            continue
+        name = want.line.split()[-1]
+        for policy in running:
+            if not policy.line.startswith("policy-map type qos "):
+                continue
+            for cls in [c for c in policy.children if c.line == f"class {name}"]:
+                commands += [(0, policy.line), (1, f"no {cls.line}")]
+                policy.children.remove(cls)
+        commands.append((0, f"no {have.line}"))
+        running.remove(have)
+    return commands
+
+
+def plan(running_text: str, intent_text: str, marking_policy: str, queuing_policy: str | None = None) -> dict:
+    original = {key(n.line): n for n in parse(running_text)}
+    running = parse(running_text)
+    intent = parse(intent_text)
+    commands = _recreate_class_maps(running, intent)
+    by_key = {key(n.line): n for n in running}
+    before_nodes: list[Node] = []
+    after_nodes: list[Node] = []
+    for want in intent:
+        have = by_key.get(key(want.line))
+        shown = original.get(key(want.line))  # the before view shows the switch as it was read
+        wanted_keys = {key(c.line) for c in want.children}
+        if shown is not None:
+            before = Node(shown.line)
+            before.children = [c for c in shown.children if _owned(shown.line, c.line, wanted_keys)]
+            before_nodes.append(before)
+        if not want.children:
+            if have is None or have.line != want.line:
+                commands.append((0, want.line))
+            after_nodes.append(want)
+            continue
+        if have is None:
+            commands += flatten(want)
+            after_nodes.append(want)
+            continue
+        sub, sub_after = diff_children(want.line, have.children, want.children)
+        if sub:
+            commands += [(0, want.line), *sub]
+        after = Node(want.line)
+        after.children = [c for c in sub_after if _owned(want.line, c.line, wanted_keys)]
+        after_nodes.append(after)
+    # Ports that carry the role's input policy but are no longer in the intent: take the role's
+    # lines off (the port MTU stays: the role cannot know what it was before).
+    wanted_ports = {n.line for n in intent if n.line.startswith("interface ")}
+    for have in running:
+        if not have.line.startswith("interface ") or have.line in wanted_ports:
+            continue
+        marker = f"service-policy type qos input {marking_policy}"
+        if not any(c.line == marker for c in have.children):
+            continue
+        removed = [
+            c
+            for c in have.children
+            if key(c.line) in OWNED_INTERFACE_KEYS and key(c.line) not in ("mtu", "description")
+        ]
+        commands += [(0, have.line), *((1, f"no {c.line}") for c in removed)]
+        before = Node(have.line)
+        before.children = [c for c in have.children if key(c.line) in OWNED_INTERFACE_KEYS]
+        before_nodes.append(before)
+        after = Node(have.line)
+        after.children = [c for c in before.children if c not in removed]
+        after_nodes.append(after)
+    # Per-speed queuing policies of the role (`<queuing_policy>_<N>G`) that the intent no longer has:
+    # deleted last, once no port carries them.
+    if queuing_policy:
+        stale = re.compile(rf"policy-map type queuing {re.escape(queuing_policy)}_\d+[GM]")
+        intent_lines = {n.line for n in intent}
+        for have in running:
+            if stale.fullmatch(have.line) and have.line not in intent_lines:
+                commands.append((0, f"no {have.line}"))
+                before_nodes.append(have)
+    before_text = "\n".join(render(before_nodes)) + "\n"
+    after_text = "\n".join(render(after_nodes)) + "\n"
+    unified = "".join(
+        difflib.unified_diff(
+            before_text.splitlines(True), after_text.splitlines(True), "running-config", "intended", n=3
+        )
+    )
+    return {
+        "commands": [line for _, line in commands],
+        # The same, indented under their parents: what a reviewer reads in the commands file.
+        "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
+        "before": before_text,
+        "after": after_text,
+        "unified_diff": unified,
+    }

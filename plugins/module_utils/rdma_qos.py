@@ -1,0 +1,365 @@
+"""Host-side RoCE QoS rules: DCB (app/PFC/ETS via iproute2 `dcb`), DCQCN (mlx5 sysfs), RDMA-CM ToS (configfs).
+
+Read the current state, plan what differs from the wanted state, apply it (not in check mode) and report per
+NIC what was set, what already matched and what the hardware cannot do. Every path starts at `root` and every
+command goes through one runner, so the RDMA branch runs in unit tests against fake sysfs/configfs trees and
+recorded `dcb` outputs. The module rdma_llm.cluster.rdma_qos runs `apply`; the filter
+rdma_llm.cluster.rdma_qos_fabric_networks gives the networks the TCP marking matches.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+NOT_SUPPORTED = ("Operation not supported", "not supported", "EOPNOTSUPP")
+ARPHRD_ETHER = "1"
+ARPHRD_INFINIBAND = "32"
+
+
+# ----------------------------------------------------------------------------------------- parsing
+def parse_dcb(text: str) -> dict[str, object]:
+    """Parse `dcb -N <object> show dev X` text output.
+
+    Lines are either a map (`prio-pfc 0:off 1:off ... 3:on`; keys and values kept as strings, keys
+    repeated for `dscp-prio` where one DSCP may map to several priorities) or key/value pairs
+    (`pfc-cap 8 macsec-bypass off delay 4096`).
+    """
+    out: dict[str, object] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        name, rest = words[0].rstrip(":"), words[1:]
+        if rest and all(":" in w for w in rest):
+            out[name] = [tuple(w.split(":", 1)) for w in rest]
+        elif len(words) % 2 == 0:
+            out.update(dict(zip(words[::2], words[1::2], strict=True)))
+        elif not rest:
+            out[name] = []
+    return out
+
+
+def as_map(pairs: object) -> dict[str, str]:
+    return dict(pairs) if isinstance(pairs, list) else {}
+
+
+# ----------------------------------------------------------------------------------------- wanted state
+@dataclass(frozen=True)
+class Wanted:
+    roce_dscp: int
+    cnp_dscp: int
+    pfc_priority: int
+    cnp_priority: int
+    roce_bandwidth: int
+    default_bandwidth: int
+    tos_ecn: int = 0
+
+    @property
+    def tos(self) -> int:
+        return (self.roce_dscp << 2) | self.tos_ecn
+
+    def dscp_prio(self) -> dict[int, int]:
+        return {self.roce_dscp: self.pfc_priority, self.cnp_dscp: self.cnp_priority}
+
+    def prio_pfc(self) -> dict[str, str]:
+        return {str(p): "on" if p == self.pfc_priority else "off" for p in range(8)}
+
+    def ets(self) -> dict[str, dict[str, str]]:
+        """ETS as the switch queues: CNP class strict, RoCE and default classes share by the switch's percentages."""
+        bw = {tc: 0 for tc in range(8)}
+        bw[0] += self.default_bandwidth
+        bw[self.pfc_priority] += self.roce_bandwidth
+        own = {self.pfc_priority, self.cnp_priority}
+        return {
+            # Like the switch: RoCE and CNP get their own class, every other priority shares class 0.
+            "prio-tc": {str(p): str(p if p in own else 0) for p in range(8)},
+            "tc-tsa": {str(tc): "strict" if tc == self.cnp_priority else "ets" for tc in range(8)},
+            "tc-bw": {str(tc): str(bw[tc]) for tc in range(8)},
+        }
+
+
+# ----------------------------------------------------------------------------------------- host access
+@dataclass
+class Host:
+    root: str
+    run: Runner
+    check_mode: bool = False
+    commands: list[str] = field(default_factory=list)
+    boot: list[str] = field(default_factory=list)
+    # configfs populates a new rdma_cm/<dev> directory with its ports; tests pass a mkdir that does the same.
+    make_dir: Callable[[str], None] = os.mkdir
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def read(self, *parts: str) -> str | None:
+        try:
+            with open(self.path(*parts), encoding="utf-8") as handle:
+                return handle.read().strip()
+        except OSError:
+            return None
+
+    def listdir(self, *parts: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(*parts)), key=lambda n: (len(n), n))
+        except OSError:
+            return []
+
+    def change(self, argv: list[str]) -> None:
+        """Run a changing command (not in check mode); a failure on capable hardware is an error."""
+        line = shlex.join(argv)
+        self.commands.append(line)
+        if self.check_mode:
+            return
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            raise QosError(f"`{line}` failed (rc {rc}): {(err or out).strip()}")
+
+    def write(self, value: str, *parts: str) -> None:
+        """Write a sysfs/configfs attribute; the real path goes in the report, the root-less one in scripts."""
+        rel = "/" + os.path.join(*parts)
+        self.commands.append(f"echo {value} > {rel}")
+        if self.check_mode:
+            return
+        try:
+            with open(self.path(*parts), "w", encoding="utf-8") as handle:
+                handle.write(f"{value}\n")
+        except OSError as exc:
+            raise QosError(f"writing {value} to {rel} failed: {exc.strerror or exc}") from exc
+
+    def mkdir(self, *parts: str) -> None:
+        rel = "/" + os.path.join(*parts)
+        self.commands.append(f"mkdir {rel}")
+        if self.check_mode:
+            return
+        try:
+            self.make_dir(self.path(*parts))
+        except OSError as exc:
+            raise QosError(f"mkdir {rel} failed: {exc.strerror or exc}") from exc
+
+
+class QosError(Exception):
+    pass
+
+
+def link_kind(host: Host, ifname: str) -> tuple[str, str | None]:
+    """('physical', driver) for a NIC with a device, else ('virtual', kind such as veth)."""
+    driver_link = host.path("sys/class/net", ifname, "device", "driver")
+    if os.path.islink(driver_link) or os.path.isdir(driver_link):
+        return "physical", os.path.basename(os.path.realpath(driver_link))
+    rc, out, _ = host.run(["ip", "-details", "-json", "link", "show", "dev", ifname])
+    try:
+        info = json.loads(out)[0].get("linkinfo", {}) if rc == 0 else {}
+    except (ValueError, IndexError, AttributeError):
+        info = {}
+    if info.get("info_kind"):
+        return "virtual", str(info["info_kind"])
+    return "virtual", "no device"
+
+
+# ----------------------------------------------------------------------------------------- DCB
+def dcb_show(host: Host, obj: str, ifname: str) -> tuple[str, dict[str, object] | None]:
+    """('ok', parsed) or ('unsupported', None); other errors raise."""
+    rc, out, err = host.run(["dcb", "-N", obj, "show", "dev", ifname])
+    if rc == 0:
+        return "ok", parse_dcb(out)
+    if any(s in (err + out) for s in NOT_SUPPORTED):
+        return "unsupported", None
+    raise QosError(f"`dcb {obj} show dev {ifname}` failed (rc {rc}): {(err or out).strip()}")
+
+
+def plan_app(current: dict[str, object], w: Wanted) -> list[str] | None:
+    """Arguments of `dcb app replace` when the DSCP table lacks a wanted mapping (or has extra ones for it)."""
+    have: dict[int, set[int]] = {}
+    for dscp, prio in current.get("dscp-prio", []) or []:
+        have.setdefault(int(dscp), set()).add(int(prio))
+    want = w.dscp_prio()
+    if all(have.get(d) == {p} for d, p in want.items()):
+        return None
+    return ["dscp-prio", *[f"{d}:{p}" for d, p in sorted(want.items())]]
+
+
+def plan_pfc(current: dict[str, object], w: Wanted) -> list[str] | None:
+    if as_map(current.get("prio-pfc")) == w.prio_pfc():
+        return None
+    return ["prio-pfc", "all:off", f"{w.pfc_priority}:on"]
+
+
+def plan_ets(current: dict[str, object], w: Wanted) -> list[str] | None:
+    want = w.ets()
+    if all(as_map(current.get(k)) == v for k, v in want.items()):
+        return None
+    args: list[str] = []
+    for key, mapping in want.items():
+        args += [key, *[f"{k}:{v}" for k, v in mapping.items()]]
+    return args
+
+
+def dcb_interface(host: Host, ifname: str, w: Wanted, kind: tuple[str, str | None]) -> dict[str, str]:
+    """Apply app/PFC/ETS on one NIC; returns {feature: state} with state set|ok|'not supported …'."""
+    result: dict[str, str] = {}
+    where = f"{ifname} ({kind[1]})"
+    if kind[0] != "physical":
+        return dict.fromkeys(("app", "pfc", "ets"), f"not supported on {where}")
+    for obj, planner, verb in (("app", plan_app, "replace"), ("pfc", plan_pfc, "set"), ("ets", plan_ets, "set")):
+        status, current = dcb_show(host, obj, ifname)
+        if status == "unsupported":
+            result[obj] = f"not supported on {where}"
+            continue
+        full = planner({}, w)  # the whole wanted state, for the boot script
+        host.boot.append(shlex.join(["dcb", obj, verb, "dev", ifname, *(full or [])]))
+        args = planner(current or {}, w)
+        if args is None:
+            result[obj] = "ok"
+        else:
+            host.change(["dcb", obj, verb, "dev", ifname, *args])
+            result[obj] = "set"
+    return result
+
+
+# ----------------------------------------------------------------------------------------- DCQCN
+def dcqcn_interface(host: Host, ifname: str, w: Wanted) -> str:
+    base = ("sys/class/net", ifname, "ecn")
+    if not os.path.isdir(host.path(*base)):
+        return f"not exposed on {ifname} (no {'/' + '/'.join(base)}; the NIC's firmware default applies)"
+    state = "ok"
+    for point in ("roce_np", "roce_rp"):
+        attr = (*base, point, "enable", str(w.pfc_priority))
+        if not os.path.exists(host.path(*attr)):
+            return f"not exposed on {ifname} (no /{'/'.join(attr)})"
+        host.boot.append(f"echo 1 > /{'/'.join(attr)}")
+        if host.read(*attr) != "1":
+            host.write("1", *attr)
+            state = "set"
+    return state
+
+
+# ----------------------------------------------------------------------------------------- RDMA-CM ToS
+def roce_ports(host: Host, wanted_devices: list[str]) -> list[tuple[str, str]]:
+    ports = []
+    for dev in host.listdir("sys/class/infiniband"):
+        if wanted_devices and dev not in wanted_devices:
+            continue
+        for port in host.listdir("sys/class/infiniband", dev, "ports"):
+            if (host.read("sys/class/infiniband", dev, "ports", port, "link_layer") or "").lower() == "ethernet":
+                ports.append((dev, port))
+    return ports
+
+
+def tos_port(host: Host, dev: str, port: str, w: Wanted) -> str:
+    cm = ("sys/kernel/config/rdma_cm",)
+    if not os.path.isdir(host.path(*cm)):
+        return "not available: /sys/kernel/config/rdma_cm is absent (configfs not mounted or rdma_cm not loaded)"
+    dev_dir = (*cm, dev)
+    attr = (*dev_dir, "ports", port, "default_roce_tos")
+    host.boot.append(f"mkdir -p /{'/'.join(dev_dir)}")
+    host.boot.append(f"echo {w.tos} > /{'/'.join(attr)}")
+    state = "ok"
+    if not os.path.isdir(host.path(*dev_dir)):
+        host.mkdir(*dev_dir)
+        state = "set"
+        if host.check_mode:
+            return state
+    if host.read(*attr) != str(w.tos):
+        host.write(str(w.tos), *attr)
+        state = "set"
+    return state
+
+
+# ----------------------------------------------------------------------------------------- driver
+def apply(
+    host: Host,
+    interfaces: list[str],
+    w: Wanted,
+    devices: list[str] | None = None,
+    do_dcb: bool = True,
+    do_dcqcn: bool = True,
+    do_tos: bool = True,
+) -> dict:
+    report: list[str] = []
+    unsupported: list[str] = []
+    per_if = []
+    for ifname in interfaces:
+        if not os.path.isdir(host.path("sys/class/net", ifname)):
+            raise QosError(f"interface {ifname} does not exist")
+        link_type = host.read("sys/class/net", ifname, "type")
+        entry: dict[str, object] = {"name": ifname}
+        if link_type == ARPHRD_INFINIBAND:
+            entry.update(kind="infiniband", driver=None)
+            msg = f"dcb: not applicable on {ifname} (InfiniBand: QoS is SL/VL, set by OpenSM's QoS policy)"
+            report.append(msg)
+            per_if.append(entry)
+            continue
+        kind = link_kind(host, ifname)
+        entry.update(kind=kind[0], driver=kind[1])
+        if do_dcb:
+            states = dcb_interface(host, ifname, w, kind)
+            entry["dcb"] = states
+            bad = sorted({s for s in states.values() if s.startswith("not supported")})
+            if bad and len({states[k] for k in states}) == 1:
+                unsupported.append(f"dcb: {bad[0]}")
+            else:
+                unsupported += [f"dcb {k}: {s}" for k, s in states.items() if s.startswith("not supported")]
+            report.append(f"dcb on {ifname}: " + ", ".join(f"{k} {s}" for k, s in states.items()))
+        if do_dcqcn:
+            state = dcqcn_interface(host, ifname, w)
+            entry["dcqcn"] = state
+            if state.startswith("not"):
+                unsupported.append(f"dcqcn: {state}")
+            report.append(f"dcqcn on {ifname} priority {w.pfc_priority}: {state}")
+        per_if.append(entry)
+    per_dev = []
+    if do_tos:
+        ports = roce_ports(host, devices or [])
+        if not ports:
+            msg = "default_roce_tos: no RoCE device found (/sys/class/infiniband has no Ethernet port)"
+            unsupported.append(msg)
+            report.append(msg)
+        for dev, port in ports:
+            state = tos_port(host, dev, port, w)
+            per_dev.append({"device": dev, "port": int(port), "default_roce_tos": w.tos, "state": state})
+            if state.startswith("not"):
+                unsupported.append(f"default_roce_tos on {dev}/{port}: {state}")
+            report.append(f"default_roce_tos {w.tos} on {dev} port {port}: {state}")
+    return {
+        "changed": bool(host.commands),
+        "report": report,
+        "unsupported": unsupported,
+        "commands": host.commands,
+        "boot_commands": host.boot,
+        "interfaces": per_if,
+        "devices": per_dev,
+    }
+
+
+def rdma_qos_fabric_networks(interfaces: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The fabric's networks (interface subnets and routed destinations), split by IP version."""
+    nets: dict[str, list[str]] = {"ipv4": [], "ipv6": []}
+    for interface in [i for i in interfaces or [] if isinstance(i, dict)]:
+        cidrs = [_network(a) for a in interface.get("addresses", []) or []]
+        cidrs += [_network(r.get("to")) for r in interface.get("routes", []) or [] if isinstance(r, dict)]
+        for cidr in filter(None, cidrs):
+            key = "ipv4" if ipaddress.ip_network(cidr).version == 4 else "ipv6"
+            if cidr not in nets[key]:
+                nets[key].append(cidr)
+    return nets
+
+
+def _network(value: Any) -> str | None:
+    """The network of an address or route; None for what the inventory contract refuses (reported there, once)."""
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except (TypeError, ValueError):
+        return None
+
+
+# Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
+FILTERS = {"rdma_qos_fabric_networks": rdma_qos_fabric_networks}

@@ -1,0 +1,648 @@
+"""Decisions of the train_launch role as pure functions (tested in tests/unit/plugins/module_utils/).
+
+rank order, the payload keys of a launch (resolved by the payload's own payload/config.py), the NCCL/gloo
+environment, the job outcome from the units' status, the progress line, the pre-flight all-reduce report,
+the manifest's node entries and the checkpoint a resume starts from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+from datetime import UTC, datetime
+from typing import Any
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+
+# Payload keys the role sets itself from its own variables (staged paths, the run directory).
+ROLE_KEYS = {
+    "data": "train_launch_data or train_launch_data_on_hosts",
+    "out_dir": "train_launch_root (the run directory)",
+}
+
+
+def rank_order(hosts: list[str], hostvars: Any) -> list[str]:
+    """Hosts sorted by node rank: `hostvars[host].cluster_node_rank` where set, else the position in `hosts`."""
+    ranked = []
+    for index, host in enumerate(hosts):
+        value = hostvars.get(host, {}).get("cluster_node_rank")
+        try:
+            rank = index if value is None or value == "" else int(value)
+        except (TypeError, ValueError) as e:
+            raise RuleError(f"{host}: cluster_node_rank={value!r} is not an integer") from e
+        ranked.append((rank, host))
+    ranked.sort()
+    got = [r for r, _ in ranked]
+    if got != list(range(len(hosts))):
+        listed = ", ".join(f"{h}={r}" for r, h in ranked)
+        raise RuleError(
+            f"node ranks must be 0..{len(hosts) - 1}, each once, for the hosts of this launch; got {listed}"
+            " (cluster_node_rank from the inventory, else the position in the group)"
+        )
+    return [h for _, h in ranked]
+
+
+def payload_values(
+    payload: dict[str, Any] | None, overrides: dict[str, Any] | None, role_values: dict[str, Any]
+) -> dict[str, Any]:
+    """The payload keys of a launch: `payload` < `overrides` (short extra-vars, None = not given) < role values.
+
+    Only merged here: the payload's own `config.py resolve` then judges them (unknown keys, types, choices,
+    ranges, with the payload's messages) and returns the resolved config the launch keeps. A `model` that
+    is a path (it has a `/` or starts with `.`; presets never do) becomes `init_from`, a local model dir."""
+    if payload is not None and not isinstance(payload, dict):
+        raise RuleError(f"train_launch_payload must be a mapping of payload keys, got {payload!r}")
+    values = dict(payload or {})
+    for key in ROLE_KEYS:
+        if key in values:
+            raise RuleError(f"train_launch_payload: {key!r} is set by the role; use {ROLE_KEYS[key]}")
+    for key, value in (overrides or {}).items():
+        if value is None or value == "":
+            continue
+        if key == "model" and ("/" in str(value) or str(value).startswith(".")):
+            values.pop("model", None)
+            key = "init_from"
+        values[key] = value
+    values.update(role_values)
+    return values
+
+
+def nccl_env(
+    fabric_if: str,
+    rdma: dict[str, Any],
+    threads: int,
+    gpus: int,
+    qos_env: dict[str, Any] | None = None,
+    allow_tcp: bool = False,
+    host: str = "",
+    log_dir: str = "",
+) -> dict[str, str]:
+    """Environment of the job on one host.
+
+    `rdma` is the endpoint rdma_stack_endpoint found for the fabric interface: an RDMA device present but no
+    GID carrying the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails
+    unless the user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env,
+    NCCL_IB_TC ...). On GPUs NCCL writes its account of the transport it chose to `log_dir`/nccl.<host>.<pid>.log
+    (INIT and NET lines, and its warnings) for the run report."""
+    env = {
+        "GLOO_SOCKET_IFNAME": fabric_if,
+        # Reliable restarts of the c10d rendezvous (the shared TCP store broke 2 of 5 restarts in the lab).
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "OMP_NUM_THREADS": str(max(int(threads), 1)),
+        "PYTHONUNBUFFERED": "1",
+        # torch logs in local time without a zone: UTC on every host makes the hosts' logs comparable.
+        "TZ": "UTC",
+    }
+    env.update(nccl_rules.nccl_env(rdma, qos_env, fabric_if))
+    if not rdma.get("hca"):
+        if rdma.get("devices") and not allow_tcp:
+            raise RuleError(
+                f"{host}: {rdma.get('note', 'no RDMA GID carries the fabric address')}; NCCL would fall back to TCP. "
+                "Fix the fabric address / RoCE GID table (show_gids), or set train_launch_allow_tcp=true to train "
+                "over TCP"
+            )
+        env["NCCL_IB_DISABLE"] = "1"
+    if int(gpus) == 0:
+        env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
+    elif log_dir:  # to a file: the job's own log stays readable
+        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=f"{log_dir}/nccl.%h.%p.log")
+    return env
+
+
+def qos_note(qos_env: dict[str, Any] | None, rdma: dict[str, Any]) -> str:
+    """What the plan line says of the host's QoS fact (ansible_local.rdma_qos.nccl_env): the NCCL traffic class
+    or service level the job gets, or why it gets none. nccl_env applies it only where NCCL uses RDMA."""
+    if not qos_env:
+        return "none (no rdma_qos fact on the host: NCCL traffic rides the default class)"
+    text = " ".join(f"{k}={v}" for k, v in sorted(qos_env.items()))
+    return text if rdma.get("hca") else f"{text} unused (NCCL does not use RDMA here)"
+
+
+# torchrun's elastic agent, when a worker dies: "E1122 22:09:19.425000 4232 torch/.../api.py:1002] failed
+# (exitcode: -9) local_rank: 0 (pid: 123) of binary: ..." (the prefix is the log time, month-day and local time;
+# the job's environment sets TZ=UTC so every host logs in UTC).
+WORKER_FAILED = re.compile(
+    r"^(?:[DIWEF](?P<md>\d{4}) (?P<hms>\d{2}:\d{2}:\d{2}(?:\.\d+)?) .*?)?"
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)",
+    re.M,
+)
+
+
+def exit_text(code: int) -> str:
+    """A worker's exit code as torchrun reports it (negative: killed by that signal)."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def log_time(month_day: str | None, hms: str | None, near: float | None) -> float | None:
+    """Epoch of a torch log prefix (MMDD HH:MM:SS.us, UTC, no year): the year that puts it nearest `near`."""
+    if not month_day or not hms or near is None:
+        return None
+    year = datetime.fromtimestamp(float(near), UTC).year
+    best = None
+    for y in (year - 1, year, year + 1):
+        try:
+            fmt = "%Y%m%d %H:%M:%S.%f" if "." in hms else "%Y%m%d %H:%M:%S"
+            stamp = datetime.strptime(f"{y}{month_day} {hms}", fmt)
+        except ValueError:
+            continue
+        t = stamp.replace(tzinfo=UTC).timestamp()
+        if best is None or abs(t - near) < abs(best - near):
+            best = t
+    return best
+
+
+# The payload's own last word before it exits on a failure it understood (payload/train.py RunError: a full
+# disk, bad data, a corrupt checkpoint), as a worker's stderr line, "[rank1]: " prefixed or not.
+PAYLOAD_ERROR = re.compile(r"^(?:\[rank\d+\]:\s*)?error: (?P<error>.+)$", re.M)
+
+
+def worker_failures(text: str, near: float | None = None) -> list[dict[str, Any]]:
+    """The worker failures torchrun logged, in order: local rank, pid, exit code, text, the log time as an
+    epoch when the line carries it (`near`: any epoch of the same run, to supply the year), and `error`, the
+    payload's own error line logged before it, if any."""
+    errors = [(m.start(), m["error"].strip()) for m in PAYLOAD_ERROR.finditer(text)]
+    out, seen = [], 0
+    for m in WORKER_FAILED.finditer(text):
+        before = [e for at, e in errors if seen <= at < m.start()]
+        seen = m.end()
+        out.append(
+            {
+                "local_rank": int(m["rank"]),
+                "pid": int(m["pid"]),
+                "code": int(m["code"]),
+                "text": f"local rank {m['rank']} {exit_text(int(m['code']))}",
+                "time": log_time(m["md"], m["hms"], near),
+                "error": before[-1] if before else None,
+            }
+        )
+    return out
+
+
+def first_failure(failures: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where a failure started among workers that died together: a worker killed by a signal is a cause (its
+    peers then exit with an error when the collective breaks), and within each kind the earliest."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (not _is_cause(f), math.inf if f.get("time") is None else f["time"]))
+
+
+def _is_cause(failure: dict[str, Any]) -> bool:
+    """A worker killed by a signal, or one that ended on an error the payload named (its peers only see the
+    collective break)."""
+    return failure.get("code", 0) < 0 or bool(failure.get("error"))
+
+
+def systemd_time(value: str) -> float | None:
+    """An epoch from `systemctl show --timestamp=us+utc` ("Sun 2026-11-22 20:00:00.123456 UTC") or unix ("@1763...")."""
+    value = (value or "").strip()
+    if value.startswith("@"):
+        try:
+            return float(value[1:])
+        except ValueError:
+            return None
+    parts = value.split()
+    if len(parts) >= 3:
+        try:
+            stamp = datetime.strptime(f"{parts[1]} {parts[2]}", "%Y-%m-%d %H:%M:%S.%f")
+        except ValueError:
+            return None
+        return stamp.replace(tzinfo=UTC).timestamp()
+    return None
+
+
+def _exit_text(unit: dict[str, Any]) -> str:
+    code, status = unit.get("ExecMainCode", ""), str(unit.get("ExecMainStatus", ""))
+    if code in ("2", "killed") or unit.get("Result") == "signal":
+        return f"killed by signal {status}"
+    if code in ("3", "dumped") or unit.get("Result") == "core-dump":
+        return f"dumped core (signal {status})"
+    return f"exit code {status}"
+
+
+def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any, engine: str = "ddp") -> dict[str, Any]:
+    """torchrun's node count for a launch of `nodes` nodes that may go on with `min_nodes` (0 = all of them).
+
+    Fewer than all makes the rendezvous elastic (`--nnodes=MIN:MAX`): when a node is lost for good, the
+    survivors' agents restart their workers (one of `max_restarts`), the rendezvous drops the silent node
+    after its heartbeats stop and completes with the survivors once `last_call` seconds have passed, and the
+    payload resumes from its latest checkpoint at the new world size. A continuation is a restart, so it
+    needs max_restarts >= 1. Only DDP: its checkpoint is whole on every node, while a DeepSpeed or FSDP
+    checkpoint holds shards of the lost node that the survivors cannot read."""
+
+    def number(name: str, value: Any) -> int:
+        try:
+            return int(str(value).strip())
+        except ValueError as e:
+            raise RuleError(f"{name}={value!r} is not a whole number") from e
+
+    wanted, restarts, wait = (
+        number("train_launch_min_nodes", min_nodes),
+        number("train_launch_max_restarts", max_restarts),
+        number("train_launch_rdzv_last_call", last_call),
+    )
+    if not 0 <= wanted <= nodes:
+        raise RuleError(
+            f"train_launch_min_nodes={wanted} must be between 1 and the {nodes} node(s) of this launch"
+            " (0 = all of them)"
+        )
+    least = wanted or nodes
+    if least < nodes and restarts < 1:
+        raise RuleError(
+            f"train_launch_min_nodes={least} below the {nodes} nodes of this launch needs train_launch_max_restarts"
+            " >= 1: going on with fewer nodes is a restart of the survivors"
+        )
+    if least < nodes and engine != "ddp":
+        raise RuleError(
+            f"train_launch_min_nodes={least} below the {nodes} nodes of this launch needs engine ddp, not {engine}:"
+            " a sharded checkpoint keeps part of the state on the node that would be lost"
+        )
+    if least < nodes and wait < 1:
+        raise RuleError(f"train_launch_rdzv_last_call={wait} must be at least 1 second")
+    elastic = least < nodes
+    return {
+        "min_nodes": least,
+        "max_nodes": nodes,
+        "elastic": elastic,
+        "nnodes": f"{least}:{nodes}" if elastic else str(nodes),
+        # Once min_nodes have joined, the rendezvous waits this long for the others (all joined: it completes).
+        "rdzv_conf": f",last_call_timeout={wait}" if elastic else "",
+    }
+
+
+_LOST = ("unreachable", "missing")
+
+
+def _losses(jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int) -> tuple[list[str], str]:
+    """The hosts lost for good among `jobs` and why the job cannot go on without them ("" when it can: every
+    ended host is lost, not node 0, which holds the rendezvous, and at least min_nodes are left)."""
+    ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed")}
+    lost = sorted(h for h, j in ended.items() if j.get("state") in _LOST)
+    if not lost or not min_nodes or min_nodes >= len(nodes):
+        return lost, "no min_nodes"
+    if len(lost) != len(ended):
+        return lost, "a unit failed"
+    if nodes and nodes[0] in lost:
+        return lost, f"{nodes[0]} held the rendezvous (node rank 0)"
+    left = len(nodes) - len(lost)
+    if left < min_nodes:
+        return lost, f"{left} of {len(nodes)} nodes left, train_launch_min_nodes={min_nodes}"
+    return lost, ""
+
+
+def peers_end_watch(records: dict[str, dict[str, Any]], host: str, nodes: list[str], min_nodes: int = 0) -> bool:
+    """Whether the peers' records (hosts whose watch ended: a unit that failed or stopped, a host lost) end the
+    watch of `host`. Any peer ends it, except hosts lost for good that the job can go on without
+    (train_launch_min_nodes): then the survivors keep training and this host keeps watching."""
+    peers = {h: r for h, r in records.items() if h != host and r.get("state") != "completed"}
+    if not peers:
+        return False
+    return bool(_losses(peers, nodes, int(min_nodes or 0))[1])
+
+
+def stopped_by_request(job: dict[str, Any], stop_at: float | None) -> bool:
+    """The unit ran when train_stop.yml asked it to stop (at epoch `stop_at`) and ended then: not a failure.
+
+    A unit that ended before the request failed on its own; one started after it belongs to a later launch (a
+    resume). A unit gone (`missing`) after a request was stopped cleanly (systemd drops an inactive transient unit).
+    """
+    if not stop_at or job.get("state") not in ("failed", "stopped", "missing"):
+        return False
+    if job.get("state") == "missing":
+        return True
+    started = systemd_time((job.get("unit") or {}).get("ExecMainStartTimestamp", ""))
+    ended = job.get("ended")
+    return (started is None or started <= stop_at) and (ended is None or ended >= stop_at - 1)
+
+
+def job_outcome(
+    jobs: dict[str, dict[str, Any]],
+    deadline_passed: bool = False,
+    nodes: list[str] | None = None,
+    min_nodes: int = 0,
+    stop_at: float | None = None,
+    stopped_hosts: list[str] | None = None,
+) -> dict[str, Any]:
+    """Outcome of the job from each host's watch result (unit status as systemd reports it).
+
+    A job failed where a unit failed or a host was lost; the message names the host where it started first
+    (earliest exit), not the survivors that failed after it. Each job entry: `state` (running, completed,
+    failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`.
+    With `min_nodes` below the node count (`nodes`, in rank order), hosts lost for good do not fail a job that
+    can go on without them: the survivors decide it, and `lost` lists each lost host, when and why."""
+    nodes = list(nodes or jobs)
+    stop_at = float(stop_at) if stop_at else None
+    # train_stop.yml names the hosts it stopped (a subset with train_hosts); None: every host.
+    asked = set(jobs if stopped_hosts is None else stopped_hosts)
+    stopped = sorted(h for h, j in jobs.items() if h in asked and stopped_by_request(j, stop_at))
+    if stopped and all(h in stopped or j.get("state") == "completed" for h, j in jobs.items()):
+        when = datetime.fromtimestamp(stop_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return {
+            "outcome": "stopped",
+            "message": f"stopped by train_stop.yml at {when} on {', '.join(stopped)} (SIGTERM: each rank saved a "
+            "checkpoint if it could; continue with -e resume=true)",
+            "first_failed": None,
+            "lost": [],
+        }
+    lost, blocked = _losses(jobs, nodes, int(min_nodes or 0))
+    if lost and not blocked:
+        gone = [
+            {"host": h, "at": jobs[h].get("ended"), "why": jobs[h].get("why") or jobs[h].get("state")} for h in lost
+        ]
+        rest = {h: j for h, j in jobs.items() if h not in lost}
+        decided = job_outcome(rest, deadline_passed)
+        left = f"{len(rest)} of {len(jobs)} nodes"
+        named = ", ".join(f"{g['host']} ({g['why']})" for g in gone)
+        if decided["outcome"] == "completed":
+            msg = f"completed on {left} (min_nodes {min_nodes}) after losing {named}"
+        elif decided["outcome"] == "running":
+            msg = f"goes on with {left} (min_nodes {min_nodes}) after losing {named}"
+        else:
+            msg = f"{decided['message']}, after losing {named}"
+        return decided | {"message": msg, "lost": gone}
+    failed = {h: j for h, j in jobs.items() if j.get("state") in ("failed", "unreachable", "missing", "stopped")}
+    if failed:
+        # Where it started: a worker killed by a signal, a link down or a lost host is a cause; the peers'
+        # workers then fail with an exit code. Within each kind, the earliest end.
+        def rank(hj):
+            job = hj[1]
+            killed = any(_is_cause(f) for f in job.get("workers") or [])
+            cause = killed or job.get("state") in ("unreachable", "missing") or bool(job.get("why"))
+            return (0 if cause else 1, job.get("ended") or math.inf, hj[0])
+
+        order = sorted(failed.items(), key=rank)
+        first_host, first = order[0]
+        if first.get("why"):
+            why = first["why"]
+        elif first.get("state") == "unreachable":
+            why = "unreachable"
+        elif first.get("state") == "stopped":
+            why = "its unit was stopped (train_stop.yml or systemctl stop)"
+        elif first.get("state") == "missing":
+            why = "its unit is gone (stopped by train_stop.yml, or the host restarted)"
+        else:
+            why = f"torchrun {_exit_text(first.get('unit', {}))}"
+            if first.get("workers"):
+                worker = first["workers"][-1]
+                why = f"{worker['text']} ({why})" + (f": {worker['error']}" if worker.get("error") else "")
+        others = [h for h, _ in order[1:]]
+        msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
+        if lost and blocked not in ("no min_nodes", "a unit failed"):
+            msg += f"; it cannot go on without {', '.join(lost)}: {blocked}"
+        return {"outcome": "failed", "message": msg, "first_failed": first_host, "lost": []}
+    if jobs and all(j.get("state") == "completed" for j in jobs.values()):
+        return {"outcome": "completed", "message": "ok", "first_failed": None, "lost": []}
+    if deadline_passed:
+        return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None, "lost": []}
+    return {"outcome": "running", "message": "ok", "first_failed": None, "lost": []}
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(max(round(seconds), 0), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, Any] | None, max_steps: int) -> str:
+    """One progress line from rank 0's latest metrics record (elapsed counts from this launch only)."""
+    head = f"[{max(float(elapsed), 0.0):5.0f} s] {running}/{hosts} hosts running | "
+    m = metrics or {}
+    kind = m.get("kind")
+    if kind == "train":
+        step = int(m.get("step") or 0)
+        pct = f" ({step / max_steps:.0%})" if max_steps else ""
+        # rank 0's ETA is the job's: every rank steps together
+        eta = f" | eta {_duration(float(m['eta_s']))}" if isinstance(m.get("eta_s"), int | float) else ""
+        return head + "step {}/{}{}{} | loss {} | {:.0f} tok/s | lr {:.2e}".format(
+            step, max_steps, pct, eta, m.get("loss_global"), float(m.get("tokens_per_s") or 0), float(m.get("lr") or 0)
+        )
+    if kind == "eval":
+        return head + f"step {m.get('step')} | val loss {m.get('val_loss')}"
+    if kind == "result":
+        done = m.get("status") == "completed"
+        return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")
+    return head + "starting"
+
+
+def preflight_problems(nodes: list[dict[str, Any]], min_free_mb: int, rdzv_port: int) -> list[str]:
+    """Every reason not to launch, all hosts at once, each naming its host: too little free space where the
+    checkpoints go, the rendezvous port already taken on node 0, a peer's fabric address that does not answer
+    from this host's fabric NIC (or only below the NIC's MTU: a path with a smaller MTU drops full frames).
+
+    Each node: `host`, `rank`, `ckpt_dir`, `df` (stdout of `df --output=avail -m`), `listeners` (stdout of
+    `ss -Htln sport = :port`, node 0), `fabric_if`, `mtu`, `peers` (stdout of the peer probe: one line
+    `<host> <ip> ok|small|none` per peer, see tasks/check.yml)."""
+    out = []
+    for node in nodes:
+        host = node["host"]
+        lines = [x.strip() for x in str(node.get("df") or "").splitlines() if x.strip()]
+        try:
+            free = int(lines[-1])
+        except (IndexError, ValueError):
+            out.append(f"{host}: free space in {node.get('ckpt_dir')} unknown (df said {' '.join(lines)[:120]!r})")
+        else:
+            if free < int(min_free_mb):
+                out.append(
+                    f"{host}: {free} MiB free in {node.get('ckpt_dir')} "
+                    f"(need train_launch_min_free_mb={min_free_mb} for checkpoints)"
+                )
+        listeners = str(node.get("listeners") or "").strip()
+        if int(node.get("rank", 1)) == 0 and listeners:
+            out.append(f"{host}: rendezvous port {rdzv_port} is in use ({' '.join(listeners.split())[:160]})")
+        for line in str(node.get("peers") or "").splitlines():
+            parts = line.split()
+            if len(parts) != 3 or parts[2] == "ok":
+                continue
+            peer, ip, how = parts
+            if how == "noping":
+                out.append(f"{host}: ping is not installed: the fabric addresses cannot be checked (iputils-ping)")
+            elif how == "small":
+                out.append(
+                    f"{host}: {peer} ({ip}) answers on {node.get('fabric_if')} only below its MTU {node.get('mtu')}"
+                    " (a smaller MTU on the path drops full-size frames)"
+                )
+            else:
+                out.append(f"{host}: {peer} ({ip}) does not answer on {node.get('fabric_if')}")
+    return out
+
+
+def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The payload's evaluation gate over the collected result.json files (one per node that wrote one):
+    `fail` if any says fail, `pass` if one passed and none failed, else `off` (no gate asked, or no result)."""
+    gates = [r.get("gate") for r in results if isinstance(r, dict) and isinstance(r.get("gate"), dict)]
+    failed = [g for g in gates if g.get("status") == "fail"]
+    if failed:
+        checks = [c for c in failed[0].get("checks", []) if not c.get("pass")]
+        why = "; ".join(f"{c.get('check')}: val loss {c.get('value')} > {c.get('limit'):.4f}" for c in checks)
+        return {"status": "fail", "message": f"the evaluation gate failed ({why})"}
+    if any(g.get("status") == "pass" for g in gates):
+        return {"status": "pass", "message": "the evaluation gate passed"}
+    return {"status": "off", "message": "no evaluation gate"}
+
+
+def peer_args(nodes: list[str], me: str, hostvars: Any) -> list[str]:
+    """The peer probe's arguments on host `me` (tasks/check.yml): `host address` for every other launch node,
+    flat, in rank order."""
+    out = []
+    for host in nodes:
+        if host != me:
+            out += [host, str(hostvars.get(host, {}).get("__train_launch_fabric_ip") or "")]
+    return out
+
+
+def preflight_nodes(hosts: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """What preflight_problems judges, from each host's registered checks in tasks/check.yml."""
+    out = []
+    for host in hosts:
+        hv = hostvars.get(host, {})
+        fabric_if = hv.get("__train_launch_fabric_if")
+        facts = (hv.get("ansible_facts") or {}).get(str(fabric_if).replace("-", "_")) or {}
+        out.append(
+            {
+                "host": host,
+                "rank": int(hv.get("__train_launch_node_rank")),
+                "ckpt_dir": f"{hv.get('__train_launch_run_dir')}/out/checkpoints",
+                "df": (hv.get("__train_launch_reg_df") or {}).get("stdout", ""),
+                "listeners": (hv.get("__train_launch_reg_rdzv_port") or {}).get("stdout", ""),
+                "fabric_if": fabric_if,
+                "mtu": facts.get("mtu"),
+                "peers": (hv.get("__train_launch_reg_peers") or {}).get("stdout", ""),
+            }
+        )
+    return out
+
+
+def allreduce_results(hosts: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """Each host's pre-flight all-reduce from its registered command (`__train_launch_reg_allreduce`): `ok`
+    (rc 0) and, for a failure, `detail`: the check's own error (its last JSON line on stdout), else the
+    module's message, its stderr, or "no output"; `text` is "host: detail"."""
+    out = []
+    for host in hosts:
+        reg = hostvars.get(host, {}).get("__train_launch_reg_allreduce") or {}
+        ok = reg.get("rc", 1) == 0
+        record = None
+        for line in reg.get("stdout_lines") or []:
+            if line.startswith("{"):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+        if isinstance(record, dict) and record.get("error"):
+            detail = str(record["error"])
+        elif ok:
+            detail = None
+        else:
+            detail = str(reg.get("msg") or reg.get("stderr") or "no output")[:300]
+        out.append({"host": host, "ok": ok, "detail": detail, "text": f"{host}: {detail}"})
+    return out
+
+
+def manifest_nodes(nodes: list[str], play_hosts_all: list[str], hostvars: Any) -> list[dict[str, Any]]:
+    """The manifest's node entries, in rank order, for the launch's nodes that were in the play: what each
+    node was given (rank, fabric, environment, command), what ran (unit, job) and what it kept (checkpoints)."""
+    out = []
+    for host in nodes:
+        if host not in play_hosts_all:
+            continue
+        hv = hostvars.get(host, {})
+        watch = hv.get("__train_launch_reg_watch") or {}
+        stop = hv.get("__train_launch_reg_stop") or {}
+        ckpts = hv.get("__train_launch_reg_ckpt_list") or {}
+        out.append(
+            {
+                "host": host,
+                "node_rank": int(hv.get("__train_launch_node_rank")),
+                "fabric_interface": hv.get("__train_launch_fabric_if"),
+                "fabric_address": hv.get("__train_launch_fabric_ip"),
+                "nproc_per_node": hv.get("__train_launch_nproc"),
+                "gpus": hv.get("__train_launch_gpus"),
+                "rdma": hv.get("__train_launch_rdma"),
+                "environment": hv.get("__train_launch_env") or {},
+                "command": hv.get("__train_launch_command") or [],
+                "versions": hv.get("__train_launch_versions") or {},
+                "unit": hv.get("__train_launch_unit"),
+                "job": watch.get("job"),
+                "stopped": bool(stop.get("changed", False)),
+                "checkpoints": sorted(f["path"] for f in ckpts.get("files") or []),
+            }
+        )
+    return out
+
+
+_STEP = re.compile(r"step_(\d+)$")
+
+
+def common_checkpoint(per_host: list[list[str]]) -> str:
+    """The newest checkpoint (`step_<n>` directory name) present on every host, by step number; "" when
+    no checkpoint is on all of them (or there are no hosts)."""
+    if not per_host:
+        return ""
+    common = set(per_host[0]).intersection(*per_host[1:])
+    steps = [(int(m[1]), name) for name in common if (m := _STEP.search(name))]
+    return max(steps)[1] if steps else ""
+
+
+# Read by the watch action (plugins/action/train_launch_watch.py); here so pytest needs no ansible import.
+PROPS = (
+    "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
+    "ExecMainExitTimestamp,NRestarts"
+)
+
+
+def unit_state(props: dict[str, str]) -> str:
+    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit)."""
+    if props.get("LoadState") == "not-found":
+        return "missing"
+    active = props.get("ActiveState")
+    if active == "failed":
+        return "failed"
+    if active == "active" and props.get("SubState") == "exited":
+        return "completed"
+    if active in ("active", "activating", "deactivating", "reloading"):
+        return "running"
+    return "stopped"
+
+
+def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict]]:
+    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics, and
+    the worker failures torchrun logged in this launch."""
+    props_text, _, rest = stdout.partition("@@link\n")
+    link, _, rest = rest.partition("@@metrics\n")
+    metrics_text, _, failures_text = rest.partition("@@failures\n")
+    props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
+    metrics = None
+    for line in metrics_text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("rank") == 0:
+            metrics = record
+    return props, link.strip(), metrics, worker_failures(failures_text)
+
+
+# Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
+FILTERS = {
+    "train_launch_rank_order": rank_order,
+    "train_launch_payload_values": payload_values,
+    "train_launch_nccl_env": nccl_env,
+    "train_launch_qos_note": qos_note,
+    "train_launch_worker_failures": worker_failures,
+    "train_launch_job_outcome": job_outcome,
+    "train_launch_elastic_plan": elastic_plan,
+    "train_launch_progress_line": progress_line,
+    "train_launch_gate_verdict": gate_verdict,
+    "train_launch_allreduce_results": allreduce_results,
+    "train_launch_peer_args": peer_args,
+    "train_launch_preflight_nodes": preflight_nodes,
+    "train_launch_manifest_nodes": manifest_nodes,
+    "train_launch_common_checkpoint": common_checkpoint,
+    "train_launch_preflight_problems": preflight_problems,
+}

@@ -1,1 +1,0 @@
-../../rdma_stack/filter_plugins/rdma_stack_nccl.py

@@ -1,1 +1,0 @@
-../../rdma_stack/library/rdma_sysfs_devices.py

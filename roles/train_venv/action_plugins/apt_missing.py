@@ -1,1 +1,0 @@
-../../common/action_plugins/apt_missing.py

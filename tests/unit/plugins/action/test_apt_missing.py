@@ -1,0 +1,107 @@
+"""apt_missing (plugins/action/apt_missing.py): apt only for what dpkg-query does not show installed.
+
+The rules as tables (plugins/module_utils/apt_missing.py, no Ansible in this process), then the action
+itself on this controller's own dpkg database: a play on localhost, nothing installed (apt runs in check mode).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missing as R
+
+from tests.conftest import playbook, tail
+
+DPKG = "rdma-core installed\nperftest installed\niperf3 not-installed\nlibc6:amd64 installed\nopensm config-files\n"
+
+
+@pytest.mark.parametrize(
+    ("names", "rc", "stdout", "want"),
+    [
+        (["rdma-core", "perftest"], 0, DPKG, []),
+        # removed (not purged) and never installed (dpkg-query rc 1, the name absent from its output)
+        (["rdma-core", "iperf3", "opensm", "nosuch"], 1, DPKG, ["iperf3", "opensm", "nosuch"]),
+        # dpkg-query prints a multiarch package without its architecture
+        (["libc6", "libc6"], 0, DPKG, []),
+        # a version or release pin goes to apt, which alone can compare it with what is installed
+        (
+            ["perftest=4.5-1", "rdma-core", "iperf3/bookworm-backports"],
+            0,
+            DPKG,
+            ["perftest=4.5-1", "iperf3/bookworm-backports"],
+        ),
+        (["rdma-core"], 0, "", ["rdma-core"]),
+    ],
+)
+def test_missing_names_what_apt_must_see(names: list[str], rc: int, stdout: str, want: list[str]) -> None:
+    assert R.missing(names, rc, stdout) == want
+
+
+def test_probe_asks_dpkg_for_bare_names_once() -> None:
+    argv = R.probe_argv(["perftest=4.5-1", "rdma-core", "perftest", "iperf3/bookworm-backports"])
+    assert argv[:2] == ["dpkg-query", "--show"] and argv[3:] == ["perftest", "rdma-core", "iperf3"]
+
+
+def test_missing_refuses_a_dpkg_error() -> None:
+    with pytest.raises(ValueError, match="exited 2"):
+        R.missing(["rdma-core"], 2, "")
+
+
+def _run(tmp_path: Path, tasks: str, *args: str):
+    (tmp_path / "play.yml").write_text("- name: apt_missing\n  hosts: here\n  gather_facts: false\n  tasks:\n" + tasks)
+    here = f"here:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    " + here)
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    return playbook(
+        str(tmp_path / "play.yml"),
+        *args,
+        inventory=tmp_path / "hosts.yml",
+        timeout=300,
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        # the project's callbacks (profile_tasks, timer) print beside the JSON: an empty configuration instead
+        ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"),
+    )
+
+
+def _results(proc: subprocess.CompletedProcess) -> list[dict]:
+    out = json.loads(proc.stdout[proc.stdout.index("{") :])
+    return [t["hosts"]["here"] for t in out["plays"][0]["tasks"]]
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="skip: no dpkg on this controller")
+def test_apt_missing_on_this_controller(tmp_path: Path) -> None:
+    """Installed packages: one dpkg-query, no apt run, nothing changed. A package that is not installed: apt
+    runs (check mode: it says it would install it); a dpkg error fails with dpkg's message."""
+    absent = next(
+        (
+            p
+            for p in ("sl", "cowsay", "fortune-mod")
+            if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode
+        ),
+        None,
+    )
+    tasks = (
+        "    - name: Present\n      rdma_llm.cluster.apt_missing:\n"
+        "        {name: [dpkg, coreutils], cache_valid_time: 0, update_cache: false}\n"
+        f"    - name: Absent\n      rdma_llm.cluster.apt_missing: {{name: [dpkg, {absent}], update_cache: false}}\n"
+        "      ignore_errors: true\n"
+        "    - name: Bad time\n      rdma_llm.cluster.apt_missing: {name: dpkg, cache_valid_time: soon}\n"
+        "      ignore_errors: true\n"
+    )
+    proc = _run(tmp_path, tasks, "--check")
+    assert proc.returncode == 0, tail(proc)
+    present, missing, bad = _results(proc)
+    assert present["changed"] is False and present["missing"] == [], present
+    assert "cache_updated" not in present, f"apt ran although nothing was missing: {present}"
+    assert missing["missing"] == [absent], missing
+    # apt ran for it: it would install the package, or says why it cannot here (no apt lists, no python3-apt).
+    assert missing.get("changed") is True or re.search(
+        "No package matching|must be installed to use check mode", missing.get("msg", "")
+    ), missing
+    assert bad.get("failed") and "cache_valid_time must be a number" in bad["msg"], bad

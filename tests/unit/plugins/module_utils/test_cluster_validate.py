@@ -1,0 +1,1074 @@
+"""The validation ladder's logic on recorded tool outputs (tests/fixtures/validate/, see its README)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_report as report
+
+from tests.conftest import ROOT, load_script
+
+FIX = ROOT / "tests" / "fixtures" / "validate"
+ROLE = ROOT / "roles" / "cluster_validate"
+
+
+def fixture(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+# ------------------------------------------------------------------------------------ units and thresholds
+
+
+def test_perftest_mb_per_sec_is_mebibytes() -> None:
+    # 1098 MiB/s (the field notes' ib_send_bw) is 9.21 Gb/s: 37 % of a 25 GbE port, not "1 GB/s, fine".
+    assert cv.mib_per_s_to_gbps(1098) == pytest.approx(9.2106, abs=1e-3)
+    assert cv.mib_per_s_to_gbps(1) == pytest.approx(0.008388608)
+
+
+@pytest.mark.parametrize(
+    ("raw", "gbps"),
+    [
+        (25000, 25.0),
+        ("100000", 100.0),
+        ("100 Gb/sec (4X EDR)", 100.0),
+        ("25 Gb/sec (1X EDR)", 25.0),
+        ("400 Gb/sec (4X NDR)", 400.0),
+        (-1, None),  # ethtool's SPEED_UNKNOWN
+        ("-1", None),
+        ("", None),
+        (None, None),  # veth: reading /sys/class/net/<veth>/speed fails with EINVAL
+    ],
+)
+def test_link_rate(raw, gbps) -> None:
+    assert cv.link_rate_gbps(raw) == gbps
+
+
+def test_threshold_never_made_up() -> None:
+    assert cv.threshold_for(25.0, 0.9) == 22.5
+    assert cv.threshold_for(None, 0.9) is None
+
+
+@pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
+def test_busbw_formula(world, factor) -> None:
+    assert cv.busbw(10.0, world) == pytest.approx(10.0 * factor)
+
+
+@pytest.mark.parametrize(("mtu", "ib_mtu"), [(9000, 4096), (4200, 4096), (2240, 2048), (1500, 1024), (576, 512)])
+def test_required_active_mtu(mtu, ib_mtu) -> None:
+    assert cv.required_ib_mtu(mtu) == ib_mtu
+
+
+# ------------------------------------------------------------------------------------ pairing
+
+
+@pytest.mark.parametrize("n", range(2, 12))
+def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n) -> None:
+    hosts = [f"h{i}" for i in range(n)]
+    rounds = cv.round_robin(hosts)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = []
+    for pairs in rounds:
+        in_round = [h for p in pairs for h in p]
+        assert len(in_round) == len(set(in_round)), f"host twice in one round: {pairs}"
+        assert len(pairs) == n // 2
+        seen += [tuple(p) for p in pairs]
+    assert sorted(seen) == sorted(itertools.combinations(hosts, 2))
+
+
+def test_round_robin_edge_cases() -> None:
+    assert cv.round_robin([]) == []
+    assert cv.round_robin(["a"]) == []
+    assert cv.round_robin(["a", "b"]) == [[["a", "b"]]]
+
+
+def test_round_roles_bye_for_odd() -> None:
+    rounds = cv.round_robin(["a", "b", "c"])
+    roles = {h: cv.round_roles(rounds, h) for h in "abc"}
+    for i in range(3):
+        kinds = sorted(roles[h][i]["role"] for h in "abc")
+        assert kinds == ["bye", "client", "server"]
+        client = next(h for h in "abc" if roles[h][i]["role"] == "client")
+        server = roles[client][i]["peer"]
+        assert roles[server][i] == {"role": "server", "peer": client, "pair": roles[client][i]["pair"]}
+
+
+def test_suspects() -> None:
+    assert cv.suspects([("a", "c"), ("b", "c")]) == ["c"]
+    assert cv.suspects([("a", "b")]) == ["a", "b"]
+    assert cv.suspects([]) == []
+
+
+# ------------------------------------------------------------------------------------ parsers
+
+
+def test_parse_ibv_devinfo_roce() -> None:
+    (dev,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_roce.txt"))
+    assert dev["hca_id"] == "mlx5_0" and dev["vendor_id"] == "0x02c9" and dev["fw_ver"] == "16.35.2000"
+    (port,) = dev["ports"]
+    assert port == {
+        "port": 1,
+        "state": "PORT_ACTIVE",
+        "max_mtu": 4096,
+        "active_mtu": 4096,
+        "sm_lid": 0,
+        "port_lid": 0,
+        "port_lmc": 0,
+        "link_layer": "Ethernet",
+    }
+
+
+def test_parse_ibv_devinfo_infiniband_and_pvrdma() -> None:
+    (ib,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_ib.txt"))
+    assert ib["ports"][0]["link_layer"] == "InfiniBand" and ib["ports"][0]["port_lid"] == 7
+    (pv,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_pvrdma.txt"))
+    assert pv["vendor_id"] == cv.VMWARE_VENDOR_ID and pv["ports"][0]["active_mtu"] == 1024
+
+
+def test_parse_perftest_bw_mib() -> None:
+    res = cv.parse_perftest_bw(fixture("ib_write_bw_mbs.txt"))
+    assert res["unit"] == "MB/sec" and res["bw_average"] == 1098.21 and res["bytes"] == 65536
+    assert res["gbps"] == pytest.approx(9.212, abs=1e-3)
+    assert res["device"] == "rocep11s0" and res["link_type"] == "Ethernet" and res["mtu"] == 1024
+
+
+def test_parse_perftest_bw_gbits() -> None:
+    res = cv.parse_perftest_bw(fixture("ib_write_bw_gbits.txt"))
+    assert res["unit"] == "Gb/sec" and res["gbps"] == 0.48 and res["iterations"] == 224958464
+    sweep = cv.parse_perftest_bw(fixture("ib_write_bw_sweep_gbits.txt"))
+    assert sweep["bytes"] == 8 and sweep["gbps"] == 0.17  # the last (largest) size of an -a sweep
+
+
+def test_parse_perftest_bw_without_result() -> None:
+    assert cv.parse_perftest_bw(fixture("ib_write_bw_no_device.txt")) is None
+
+
+def test_parse_perftest_lat() -> None:
+    res = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))
+    assert res["bytes"] == 2 and res["iterations"] == 1000
+    assert res["t_typical"] == 6.13 and res["t_min"] == 5.84 and res["p99"] == 7.9 and res["p999"] == 21.37
+
+
+def test_parse_sminfo() -> None:
+    sm = cv.parse_sminfo(fixture("sminfo_master.txt"))
+    assert sm["sm_lid"] == 1 and sm["priority"] == 15 and sm["state_name"] == "SMINFO_MASTER"
+    assert cv.parse_sminfo(fixture("sminfo_no_sm.txt")) is None
+
+
+def test_parse_iperf3() -> None:
+    res = cv.parse_iperf3(fixture("iperf3_client.json"))
+    raw = json.loads(fixture("iperf3_client.json"))
+    assert res["gbps"] == round(raw["end"]["sum_received"]["bits_per_second"] / 1e9, 3)
+    assert "Connection refused" in cv.parse_iperf3(fixture("iperf3_refused.json"))["error"]
+    assert "no JSON" in cv.parse_iperf3("iperf3: command not found")["error"]
+
+
+def test_parse_nxos_pfc_counters() -> None:
+    ports = cv.parse_nxos_pfc(fixture("nxos_pfc.txt"))
+    assert ports["Ethernet1/1"] == {"mode": "On", "oper": "On", "bitmap": 8, "rx_ppp": 1234, "tx_ppp": 5678}
+    assert ports["Ethernet1/3"]["oper"] == "Off" and ports["Ethernet1/3"]["rx_ppp"] == 0
+
+
+def test_parse_nxos_queuing() -> None:
+    port = cv.parse_nxos_queuing(fixture("nxos_queuing.txt"))["Ethernet1/1"]
+    assert port["groups"][3]["tx_pkts"] == 104857600
+    assert port["groups"][3]["wred_afd_tail_drop_pkts"] == 3
+    assert port["groups"][3]["ecn_marked_pkts"] == 4711
+    assert port["groups"][0]["tx_pkts"] == 2340871 + 1022  # unicast + multicast
+    assert port["ingress"]["ingress_mmu_drop_pkts"] == 2
+
+
+# ------------------------------------------------------------------------------------ rungs
+
+
+def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
+    before = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
+    assert before["sw"]["Ethernet1/1"]["drops_q3"] == 3 and before["sw"]["Ethernet1/1"]["ingress_drops"] == 2
+    same = cv.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
+    assert same["status"] == "pass" and same["value"] == 0
+    assert same["reason"] == "no drops in qos-group 3 on 1 port(s); 0 PFC pauses, 0 ECN-marked"
+    grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
+    after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
+    rung = cv.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["node1"] and rung["value"] == 7
+    # Only the ports read with `show queuing` (the RoCE ports) are judged, not every port the PFC show lists.
+    assert sorted(rung["deltas"]) == ["sw:Ethernet1/1"] and len(rung["checks"]) == 1
+    assert "66 PFC pauses received" in rung["reason"]
+    skipped = cv.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
+    assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]
+
+
+def _pairs(values):
+    return [
+        {"pair": list(p), "gbps": v, "error": None if v is not None else "iperf3: connection refused"}
+        for p, v in values
+    ]
+
+
+def links(speeds):
+    """node_health's rail_speeds for hosts of one fabric link each ({host: Gb/s | None})."""
+    return {host: {"ens1": rate} for host, rate in speeds.items()}
+
+
+def test_pairs_against_line_rate() -> None:
+    speeds = {"a": 25.0, "b": 25.0, "c": 25.0, "d": 25.0}
+    good = cv.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), links(speeds), 0.9)
+    assert good["status"] == "pass" and good["threshold"] == 22.5 and good["value"] == 23.0 and good["unit"] == "Gb/s"
+    # The field's 1098 MiB/s on 25 GbE.
+    bad = cv.evaluate_pairs(_pairs([(("a", "b"), cv.mib_per_s_to_gbps(1098))]), links(speeds), 0.9)
+    assert bad["status"] == "fail" and bad["bad_pairs"] == [["a", "b"]] and bad["bad_hosts"] == ["a", "b"]
+
+
+def test_pairs_unknown_speed_says_so_and_still_finds_the_slow_host() -> None:
+    speeds = {"n1": None, "n2": None, "n3": None}
+    ok = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), links(speeds))
+    assert ok["status"] == "pass" and ok["threshold"] is None and cv.NO_SPEED in ok["reason"]
+    slow = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), links(speeds))
+    assert slow["status"] == "fail" and slow["bad_hosts"] == ["n3"]
+    assert slow["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]] and "n3" in slow["reason"]
+    broken = cv.evaluate_pairs(_pairs([(("n1", "n2"), None)]), links(speeds))
+    assert broken["status"] == "fail" and "connection refused" in broken["reason"]
+
+
+def test_latency_ceiling() -> None:
+    lat = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))["t_typical"]
+    assert cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 10.0)["status"] == "pass"
+    rung = cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 5.0)
+    assert rung["status"] == "fail" and rung["value"] == 6.13 and rung["unit"] == "usec"
+
+
+def test_allreduce_rung() -> None:
+    results = [
+        {"bytes": 1 << 20, "algbw_gbps": 2.0, "busbw_gbps": 2.67, "correct": True},
+        {"bytes": 1 << 24, "algbw_gbps": 6.0, "busbw_gbps": 8.0, "correct": True},
+    ]
+    out = {
+        "n1": {"ok": True, "rank": 0, "world": 3, "backend": "gloo", "results": results},
+        "n2": {"ok": True, "rank": 1},
+    }
+    unknown = cv.evaluate_allreduce(out, {"n1": None, "n2": None})
+    assert unknown["status"] == "pass" and unknown["threshold"] is None and cv.NO_SPEED in unknown["reason"]
+    slow = cv.evaluate_allreduce(out, {"n1": 25.0, "n2": 25.0}, 0.7)
+    assert slow["status"] == "fail" and slow["threshold"] == 17.5 and slow["value"] == 8.0
+    dead = cv.evaluate_allreduce({"n1": {"error": "n2 did not join"}, "n2": {}}, {})
+    assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"]
+
+
+def _train_report(tps, device="cpu", mfu=0.004, outcome="completed"):
+    """report.json as train_launch's train_report.py writes it (keys used by the rung), results per host."""
+    result = {"status": "completed", "device": device, "world_size": 2, "mfu": mfu, "tokens_per_s": tps}
+    return {"run_id": "validate-x", "outcome": outcome, "message": "", "model": "tiny", "final_step": 20,
+            "tokens_per_s_median": tps, "results": {"n1": result, "n2": {**result, "mfu": None}}}  # fmt: skip
+
+
+def test_train_rung() -> None:
+    assert cv.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
+    ok = cv.evaluate_train(_train_report(900.0), 500)
+    assert ok["status"] == "pass" and ok["value"] == 900.0 and ok["threshold"] == 500 and ok["unit"] == "tokens/s"
+    # On CPUs MFU is the payload's estimate: reported, never judged, even under a floor.
+    assert "MFU 0.4% (estimated CPU peak, not judged)" in ok["reason"] and ok["mfu"] == 0.004
+    assert cv.evaluate_train(_train_report(900.0, mfu=0.001), 500, min_mfu=0.3)["status"] == "pass"
+    slow = cv.evaluate_train(_train_report(90.0), 500)
+    assert slow["status"] == "fail" and slow["reason"].startswith("90 tokens/s below the floor 500")
+    # On GPUs the MFU floor applies.
+    gpu = cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.12), 500, min_mfu=0.3)
+    assert gpu["status"] == "fail" and "MFU 12.0% below 30%" in gpu["reason"]
+    assert cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.41), 500, min_mfu=0.3)["status"] == "pass"
+    failed = cv.evaluate_train(_train_report(None, outcome="failed") | {"message": "lab-node2 lost"}, 500)
+    assert failed["status"] == "fail" and "training failed: lab-node2 lost" in failed["reason"]
+    gone = cv.evaluate_train({"error": "rendezvous port 29500 busy on lab-node1"}, 500)
+    assert gone["status"] == "fail" and "29500 busy" in gone["reason"]
+
+
+# ------------------------------------------------------------------------------------ node health
+
+
+def _nic(**kw):
+    base = {
+        "exists": True,
+        "operstate": "up",
+        "carrier": 1,
+        "mtu": 9000,
+        "speed_mbps": None,
+        "virtual": True,
+        "kind": "veth",
+    }
+    base.update(kw)
+    return base
+
+
+WANT = {"interface": "rdma0", "mtu": 9000, "address": "10.77.250.11", "link_layer": "ethernet", "devices": [],
+        "modules": ["ib_core"], "gpus": 0}  # fmt: skip
+
+
+def test_node_health_lab_host_passes_and_skips_rdma_with_reasons() -> None:
+    # veth reports a nominal 10000 Mb/s whatever the path does: not a line rate.
+    probe = {"nic": _nic(speed_mbps=10000), "rdma": {"devices": [], "state": "none"}, "modules": None}
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": WANT})
+    assert rung["status"] == "pass" and rung["value"] == 1 and rung["unit"] == "hosts"
+    assert "no RDMA device found" in rung["reason"]
+    skipped = {c["check"]: c["detail"] for c in rung["checks"] if c["status"] == "skip"}
+    assert skipped["rdma devices"] == "no RDMA device found"
+    assert "kernel without loadable modules" in skipped["kernel modules"]
+    assert "link speed unknown" in skipped["nic speed"] and "nominal 10000 Mb/s ignored" in skipped["nic speed"]
+    assert rung["speeds"] == {"n1": None}
+
+
+def test_node_health_names_the_bad_host() -> None:
+    probes = {"n1": {"nic": _nic()}, "n2": {"nic": _nic(mtu=1500)}, "n3": {"nic": _nic(exists=False)}}
+    rung = cv.evaluate_node_health(probes, {h: WANT for h in probes})
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2", "n3"]
+    assert "MTU 1500 (configured 9000)" in rung["reason"]
+
+
+def _roce_probe(gid_type="RoCE v2", state="4: ACTIVE", devinfo="ibv_devinfo_roce.txt", name="mlx5_0"):
+    gid = cv.roce_gid_of(WANT["address"])
+    port = {"port": 1, "state": state, "link_layer": "Ethernet", "rate": "25 Gb/sec (1X EDR)",
+            "gids": [{"index": 3, "gid": gid, "type": gid_type, "netdev": "rdma0"}]}  # fmt: skip
+    return {
+        "nic": _nic(speed_mbps=25000, virtual=False),
+        "rdma": {"devices": [{"name": name, "ports": [port]}], "state": "present"},
+        "ibv_devinfo": fixture(devinfo).replace("mlx5_0", name),
+        "modules": ["ib_core", "mlx5_ib"],
+    }
+
+
+def test_node_health_roce_host() -> None:
+    rung = cv.evaluate_node_health({"n1": _roce_probe()}, {"n1": WANT})
+    assert rung["status"] == "pass", rung["reason"]
+    assert rung["speeds"] == {"n1": 25.0}
+    passed = {c["check"] for c in rung["checks"] if c["status"] == "pass"}
+    assert {"rdma binding", "port state", "link layer", "active mtu", "roce v2 gid", "kernel modules"} <= passed
+    # The GID in another notation (compressed, IPv4-mapped) is the same address, as the launch's endpoint reads it.
+    probe = _roce_probe()
+    probe["rdma"]["devices"][0]["ports"][0]["gids"][0]["gid"] = "::ffff:" + WANT["address"]
+    assert cv.evaluate_node_health({"n1": probe}, {"n1": WANT})["status"] == "pass"
+
+
+def test_node_health_roce_faults() -> None:
+    v1 = cv.evaluate_node_health({"n1": _roce_probe(gid_type="IB/RoCE v1")}, {"n1": WANT})
+    assert v1["status"] == "fail" and "not RoCE v2" in v1["reason"]
+    down = cv.evaluate_node_health({"n1": _roce_probe(state="1: DOWN")}, {"n1": WANT})
+    assert down["status"] == "fail" and "DOWN" in down["reason"]
+
+
+def test_node_health_checks_every_rail() -> None:
+    """A node with a NIC per GPU: each other fabric interface is checked as the first (NCCL trains on all)."""
+    interfaces = [{"name": "rdma0", "addresses": ["10.77.250.11/24"]},
+                  {"name": "rdma1", "addresses": ["10.77.251.11/24"], "mtu": 9000}]  # fmt: skip
+    want = WANT | {"rails": cv.rail_expect(interfaces)}
+    assert want["rails"] == [{"interface": "rdma1", "address": "10.77.251.11", "mtu": 9000}]
+    probe = _roce_probe()
+    gid = {"index": 3, "gid": cv.roce_gid_of("10.77.251.11"), "type": "RoCE v2", "netdev": "rdma1"}
+    rail = {"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet", "rate": "100 Gb/sec (2X HDR)", "gids": [gid]}
+    probe["rdma"]["devices"].append({"name": "mlx5_1", "ports": [rail]})
+    probe["ibv_devinfo"] += fixture("ibv_devinfo_roce.txt").replace("mlx5_0", "mlx5_1")
+    probe["rails"] = {"rdma1": _nic(speed_mbps=100000, virtual=False)}
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert rung["status"] == "pass", rung["reason"]
+    gids = [c["detail"] for c in rung["checks"] if c["check"] == "roce v2 gid"]
+    assert gids == ["mlx5_0 port 1 GID index 3 is RoCE v2 for 10.77.250.11",
+                    "mlx5_1 port 1 GID index 3 is RoCE v2 for 10.77.251.11"]  # fmt: skip
+    assert rung["speeds"] == {"n1": 25.0}  # the slowest rail holds the node's line rate
+    # A rail whose port carries its address only as RoCE v1, or bound to no port, or gone, fails the node.
+    gid["type"] = "IB/RoCE v1"
+    assert "mlx5_1 port 1 carries 10.77.251.11 only as IB/RoCE v1" in cv.evaluate_node_health(
+        {"n1": probe}, {"n1": want})["reason"]  # fmt: skip
+    rail["gids"] = []
+    assert "no RDMA port is bound to rdma1" in cv.evaluate_node_health({"n1": probe}, {"n1": want})["reason"]
+    probe["rails"] = {}
+    gone = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert gone["status"] == "fail" and "fabric interface rdma1 does not exist" in gone["reason"]
+
+
+def _two_rail_probe(rail_rate="100 Gb/sec (2X HDR)", rail_mbps=100000):
+    """A RoCE node with rdma0 on mlx5_0 (the fixture's 25 Gb/s) and rdma1 on mlx5_1."""
+    probe = _roce_probe()
+    gid = {"index": 3, "gid": cv.roce_gid_of("10.77.251.11"), "type": "RoCE v2", "netdev": "rdma1"}
+    rail = {"port": 1, "state": "4: ACTIVE", "link_layer": "Ethernet", "rate": rail_rate, "gids": [gid]}
+    probe["rdma"]["devices"].append({"name": "mlx5_1", "ports": [rail]})
+    probe["ibv_devinfo"] += fixture("ibv_devinfo_roce.txt").replace("mlx5_0", "mlx5_1")
+    probe["rails"] = {"rdma1": _nic(speed_mbps=rail_mbps, virtual=False)}
+    return probe
+
+
+TWO_RAILS = WANT | {"rails": [{"interface": "rdma1", "address": "10.77.251.11", "mtu": 9000}]}
+
+
+def test_line_rate_of_every_link_and_a_link_trained_down() -> None:
+    # No rate expected: each rail's rate is kept for the pair tests, the difference noted, nothing failed.
+    rung = cv.evaluate_node_health({"n1": _two_rail_probe()}, {"n1": TWO_RAILS})
+    assert rung["status"] == "pass", rung["reason"]
+    assert rung["rail_speeds"] == {"n1": {"rdma0": 25.0, "rdma1": 100.0}} and rung["speeds"] == {"n1": 25.0}
+    assert any("fabric links at different line rates (rdma0 25 Gb/s, rdma1 100 Gb/s)" in n for n in rung["notes"])
+    # 100 Gb/s expected: rdma0's 25 Gb/s NIC and port fail, named; rdma1 passes.
+    slow = cv.evaluate_node_health({"n1": _two_rail_probe()}, {"n1": TWO_RAILS}, 100.0)
+    failed = sorted((c["check"], c["detail"]) for c in slow["checks"] if c["status"] == "fail")
+    assert failed == [("nic speed", "rdma0 25 Gb/s, below the expected 100 Gb/s (trained down?)"),
+                      ("port rate", "mlx5_0 port 1 25 Gb/s, below the expected 100 Gb/s (trained down?)")]  # fmt: skip
+    assert slow["bad_hosts"] == ["n1"] and not any("different line rates" in n for n in slow["notes"])
+    # A port that trained down under a NIC that says 100 Gb/s: the rail keeps the lower rate.
+    down = cv.evaluate_node_health({"n1": _two_rail_probe(rail_rate="50 Gb/sec (2X HDR)")}, {"n1": TWO_RAILS})
+    assert down["rail_speeds"]["n1"]["rdma1"] == 50.0
+
+
+def test_pairs_hold_each_rail_to_its_own_line_rate() -> None:
+    speeds = {"n1": 25.0, "n2": 25.0}
+    rails = {"n1": {"rdma0": 25.0, "rdma1": 100.0}, "n2": {"rdma0": 25.0, "rdma1": 100.0}}
+    values = [(("n1", "n2"), "rdma0", 23.5), (("n1", "n2"), "rdma1", 50.0)]
+    # Against the node's slowest link alone, the 100 Gb/s rail at 50 would pass (50 >= 22.5) ...
+    assert cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, consistency=0.1)["status"] == "pass"
+    # ... against its own line rate it fails, and rdma0 is still held to 25.
+    rung = cv.evaluate_pairs(_rail_pairs(values), rails, 0.9, consistency=0.1)
+    assert rung["status"] == "fail" and [p["threshold"] for p in rung["pairs"]] == [22.5, 90.0]
+    assert "n1-n2 rdma1: 50 Gb/s < 90 (90% of 100 Gb/s line rate)" in rung["reason"], rung["reason"]
+    # A rail node_health does not know (an InfiniBand port's name, say) falls back to the node's slowest link.
+    assert cv.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), rails)["threshold"] == 22.5
+
+
+def test_node_health_pvrdma_is_flagged() -> None:
+    rung = cv.evaluate_node_health(
+        {"n1": _roce_probe(devinfo="ibv_devinfo_pvrdma.txt", name="rocep11s0")}, {"n1": WANT}
+    )
+    assert rung["status"] == "fail"  # active_mtu 1024 < 4096 for a 9000-byte netdev
+    assert any("vmw_pvrdma" in n for n in rung["notes"])
+
+
+def test_node_health_infiniband_needs_sm_and_lids() -> None:
+    want = dict(WANT, link_layer="infiniband")
+    port = {"port": 1, "state": "4: ACTIVE", "link_layer": "InfiniBand", "rate": "100 Gb/sec (4X EDR)", "lid": "0x7",
+            "sm_lid": "0x1", "gids": []}  # fmt: skip
+    probe = {
+        "nic": _nic(),
+        "rdma": {"devices": [{"name": "mlx5_0", "ports": [port]}]},
+        "ibv_devinfo": fixture("ibv_devinfo_ib.txt"),
+        "sminfo": fixture("sminfo_master.txt"),
+        "modules": ["ib_core"],
+    }
+    assert cv.evaluate_node_health({"n1": probe}, {"n1": want})["status"] == "pass"
+    probe["sminfo"] = fixture("sminfo_no_sm.txt")
+    rung = cv.evaluate_node_health({"n1": probe}, {"n1": want})
+    assert rung["status"] == "fail" and "no subnet manager" in rung["reason"]
+
+
+# ------------------------------------------------------------------------------------ unreachable hosts
+
+# Ansible's messages for a host that does not answer: the first three recorded here with ansible-core 2.19.14 and
+# OpenSSH 9.2p1 (`ansible.builtin.ping` with ignore_unreachable against a closed port, an unresolvable name and
+# a stopped lab container); the last three are the forms ansible-core's ssh connection plugin builds (its
+# "Data could not be sent" wrapper, and the SSH chatter and `\r\n` endings it passes through) around OpenSSH's
+# own messages.
+UNREACHABLE = [
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port 1: Connection refused",
+        "ssh: connect to host 127.0.0.1 port 1: Connection refused",
+    ),
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: Could not resolve hostname no-such-host.invalid: "
+        "Name or service not known",
+        "ssh: Could not resolve hostname no-such-host.invalid: Name or service not known",
+    ),
+    (
+        "Task failed: Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: "
+        "Connection timed out",
+        "ssh: connect to host 10.77.0.13 port 22: Connection timed out",
+    ),
+    (
+        "Failed to connect to the host via ssh: ssh: connect to host 10.77.0.13 port 22: No route to host",
+        "ssh: connect to host 10.77.0.13 port 22: No route to host",
+    ),
+    (
+        'Data could not be sent to remote host "10.0.0.7". Make sure this host can be reached over ssh: '
+        "ssh: connect to host 10.0.0.7 port 22: Connection timed out\r\n",
+        "ssh: connect to host 10.0.0.7 port 22: Connection timed out",
+    ),
+    (
+        "Failed to connect to the host via ssh: Warning: Permanently added '10.0.0.7' (ED25519) to the list of known "
+        "hosts.\r\nroot@10.0.0.7: Permission denied (publickey,password).",
+        "root@10.0.0.7: Permission denied (publickey,password).",
+    ),
+    ("", "no answer"),
+    (None, "no answer"),
+]
+
+
+@pytest.mark.parametrize(("msg", "why"), UNREACHABLE)
+def test_unreachable_reason_is_the_cause_in_one_line(msg, why) -> None:
+    assert cv.unreachable_reason(msg) == why
+
+
+def test_unreachable_reason_is_short_and_keeps_no_secret() -> None:
+    why = cv.unreachable_reason("Failed to connect to the host via ssh: sshpass password=hunter2 " + "x" * 400)
+    assert "hunter2" not in why and "password=***" in why
+    assert len(why) == 160 and why.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("results", "named"),
+    [
+        # answered: `pong`
+        ({"n1": {"ping": "pong", "changed": False}}, {}),
+        # ignore_unreachable keeps the host in the play with the message
+        ({"n1": {"ping": "pong"}, "n2": {"unreachable": True, "msg": UNREACHABLE[2][0]}}, {"n2": UNREACHABLE[2][1]}),
+        # a failed ping (no python on the host, a task timeout) is no answer either
+        ({"n1": {"failed": True, "msg": "Task failed: timed out"}}, {"n1": "timed out"}),
+        # no result at all: the host left the play before the ping; named, never silently dropped
+        ({"n1": {}, "n2": None}, {"n1": "no result (host left the play)", "n2": "no result (host left the play)"}),
+        ({"n1": {"changed": False}}, {"n1": "no answer"}),
+    ],
+)
+def test_unreachable_hosts(results, named) -> None:
+    assert cv.unreachable_hosts(results) == named
+
+
+@pytest.mark.parametrize(
+    ("errors", "unreachable", "status", "bad", "in_reason"),
+    [
+        ({}, {}, "pass", [], "preflight checks passed"),
+        ({}, {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}, "fail", ["n3"],
+         "n3: unreachable over SSH (ssh: connect to host 10.77.0.13 port 22: No route to host); host checks not run"),
+        ({"n1": "fabric interface 'rdma0' does not exist"}, {"n3": "no answer"}, "fail", ["n1", "n3"],
+         "n1: fabric interface 'rdma0' does not exist; n3: unreachable over SSH (no answer)"),
+        ({}, {"n1": "a", "n2": "b", "n3": "c"}, "fail", ["n1", "n2", "n3"], "n2: unreachable over SSH (b)"),
+    ],
+)  # fmt: skip
+def test_inventory_rung_names_the_unreachable_host(errors, unreachable, status, bad, in_reason) -> None:
+    rung = cv.evaluate_host_errors("inventory", errors, ["n1", "n2", "n3"], "preflight checks passed", unreachable)
+    assert rung["status"] == status and rung["bad_hosts"] == bad, rung
+    assert in_reason in rung["reason"]
+    assert rung["value"] == 3 - len(bad) and rung["threshold"] == 3 and rung["unit"] == "hosts"
+    ssh = [c for c in rung["checks"] if c["check"] == "ssh"]
+    assert sorted(c["host"] for c in ssh) == sorted(unreachable) and all(c["status"] == "fail" for c in ssh)
+
+
+def _unreachable_ladder(keep_going):
+    """The rungs validate.yml records when n3 does not answer: inventory fails, then either the rest is not run
+    or (keep going) each runs on n1 and n2 and says it left n3 out."""
+    left_out = {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    rungs = [cv.evaluate_host_errors("inventory", {}, ["n1", "n2", "n3"], "preflight checks passed", left_out)]
+    if keep_going:
+        later = [
+            cv.make_rung("reachability", "pass", value=2, threshold=2, unit="checks"),
+            cv.make_rung("rdma_bw", "skip", reason="no RDMA device on n1, n2"),
+            cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw"),
+        ]
+        rungs += [cv.note_left_out(r, left_out) for r in later]
+    else:
+        names = ["reachability", "node_health", "path_mtu", "rdma_bw", "rdma_lat", "tcp_bw", "allreduce", "switch"]
+        rungs += cv.skipped_after(names, "inventory")
+    return cv.verdict(rungs, ["n1", "n2", "n3"], keep_going=keep_going, left_out=left_out)
+
+
+def test_unreachable_host_stops_the_ladder_at_inventory() -> None:
+    v = _unreachable_ladder(keep_going=False)
+    assert v["status"] == "fail" and v["first_failure"] == "inventory" and v["stopped_early"]
+    assert v["bad_hosts"] == ["n3"] and v["bad_pairs"] == [] and v["hosts"] == ["n1", "n2", "n3"]
+    assert v["left_out"] == {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    assert v["matrix"] is None
+    first, *later = v["rungs"]
+    assert first["status"] == "fail" and "n3: unreachable over SSH" in first["reason"]
+    assert later and all(r["status"] == "skip" for r in later)
+    assert {r["reason"] for r in later} == {"not run: the ladder stopped at the failing rung inventory"}
+    assert cv.console_line(first).startswith("[FAIL] inventory      2 hosts (threshold 3) bad hosts: n3 — n3: ")
+
+
+def test_unreachable_host_keep_going_rungs_say_what_they_left_out() -> None:
+    v = _unreachable_ladder(keep_going=True)
+    assert v["status"] == "fail" and v["first_failure"] == "inventory" and not v["stopped_early"]
+    assert v["bad_hosts"] == ["n3"], v
+    by = {r["name"]: r for r in v["rungs"]}
+    for name in ("reachability", "rdma_bw", "tcp_bw"):
+        assert by[name]["left_out"] == ["n3"], by[name]
+        assert by[name]["reason"].endswith("left out n3 (unreachable over SSH, see inventory)"), by[name]
+    # The status of a later rung is about the hosts it ran on; the reason it had is kept.
+    assert by["reachability"]["status"] == "pass" and by["reachability"]["reason"] == (
+        "left out n3 (unreachable over SSH, see inventory)"
+    )
+    assert by["rdma_bw"]["status"] == "skip" and by["rdma_bw"]["reason"].startswith("no RDMA device on n1, n2; ")
+    assert by["tcp_bw"]["status"] == "pass" and v["bad_pairs"] == []
+    # The matrix keeps every host: n3's row is empty (not measured), not missing.
+    assert v["matrix"]["hosts"] == ["n1", "n2", "n3"] and v["matrix"]["values"][2] == [None, None, None]
+    assert cv.note_left_out(by["inventory"], {}) is by["inventory"]
+
+
+GONE = (
+    'Task failed: Data could not be sent to remote host "10.77.0.13". Make sure this host can be reached over ssh: '
+    "ssh: connect to host 10.77.0.13 port 22: No route to host"
+)
+
+
+@pytest.mark.parametrize(
+    ("results", "want"),
+    [
+        ([], {}),
+        # record.yml's delegated ping, one item per node that left the play during the rung
+        ([{"item": "n3", "unreachable": True, "msg": GONE}],
+         {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}),
+        # it answers now: it left on a failed task, and is named all the same
+        ([{"item": "n2", "ping": "pong"}, {"item": "n3", "failed": True}],
+         {"n2": "a task failed on it; it answers over SSH", "n3": "unreachable over SSH: no answer"}),
+    ],
+)  # fmt: skip
+def test_lost_hosts_says_why_each_node_left(results: list[dict], want: dict) -> None:
+    assert cv.lost_hosts(results) == want
+
+
+def test_a_node_lost_mid_rung_fails_the_rung_and_is_left_out_after() -> None:
+    """n3 answered at `inventory` and stopped answering in `tcp_bw`: that rung fails naming it first (whatever it
+    measured on n1 and n2), and the rungs after it say they left it out since then."""
+    why = {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}
+    measured = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw")
+    rung = cv.mark_lost(measured, why)
+    assert measured["status"] == "pass" and rung["status"] == "fail", (measured, rung)
+    assert rung["lost"] == ["n3"] and rung["bad_hosts"] == ["n3"], rung
+    assert rung["reason"].startswith(f"n3: left the play during this rung ({why['n3']})"), rung
+    assert cv.mark_lost(measured, {}) is measured
+    after = cv.note_left_out(cv.make_rung("allreduce", "pass"), {"n4": "refused", **why}, {"n3": "tcp_bw"})
+    assert after["left_out"] == ["n3", "n4"], after
+    assert (
+        after["reason"]
+        == "left out n4 (unreachable over SSH, see inventory); left out n3 (left the play during tcp_bw)"
+    )
+    v = cv.verdict([rung, after], ["n1", "n2", "n3", "n4"], left_out={"n4": "refused", **why})
+    assert v["first_failure"] == "tcp_bw" and v["bad_hosts"] == ["n3"] and v["left_out"]["n3"] == why["n3"], v
+
+
+def test_report_names_the_left_out_host(tmp_path: Path) -> None:
+    (tmp_path / "verdict.json").write_text(json.dumps(_unreachable_ladder(keep_going=False)))
+    report.write(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "First failing rung: **inventory** (the ladder stopped there)" in md
+    assert "Bad host(s): n3;" in md
+    assert "(unreachable over SSH): n3 (ssh: connect to host 10.77.0.13 port 22: No route to host)" in md
+    assert "| reachability | skip |" in md and "- FAIL n3 ssh: unreachable over SSH" in md
+
+
+# ------------------------------------------------------------------------------------ verdict and report
+
+
+def _ladder(fail=False):
+    speeds = {"n1": None, "n2": None, "n3": None}
+    values = [(("n1", "n2"), 12.0), (("n1", "n3"), 0.09 if fail else 11.0), (("n2", "n3"), 0.1 if fail else 11.5)]
+    return [
+        cv.make_rung("inventory", "pass"),
+        cv.make_rung("rdma_bw", "skip", reason="no RDMA device"),
+        cv.evaluate_pairs(_pairs(values), links(speeds), name="tcp_bw"),
+    ]
+
+
+def test_verdict_names_bad_host_and_pairs() -> None:
+    hosts = ["n1", "n2", "n3"]
+    v = cv.verdict(_ladder(fail=True), hosts, cluster="lab")
+    assert v["schema"] == cv.SCHEMA and v["status"] == "fail" and v["first_failure"] == "tcp_bw"
+    assert v["bad_hosts"] == ["n3"] and v["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
+    assert v["matrix"]["values"][0][1] == 12.0 and v["matrix"]["values"][1][0] == 12.0
+    assert v["matrix"]["failed"] == [["n1", "n3"], ["n2", "n3"]]
+    assert cv.verdict(_ladder(), hosts)["status"] == "pass"
+
+
+def test_console_line() -> None:
+    line = cv.console_line(_ladder(fail=True)[2])
+    assert line.startswith("[FAIL] tcp_bw") and "n3" in line and "Gb/s" in line
+    assert cv.console_line(cv.make_rung("rdma_bw", "skip", reason="no RDMA device")) == (
+        "[SKIP] rdma_bw        — no RDMA device"
+    )
+    with pytest.raises(ValueError):
+        cv.make_rung("x", "ok")
+
+
+def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
+    v = cv.verdict(_ladder(fail=True), ["n1", "n2", "n3"], cluster="lab")
+    (tmp_path / "verdict.json").write_text(json.dumps(v))
+    report.write(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| tcp_bw | fail |" in md and "n3" in md
+    png = tmp_path / "bandwidth.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+
+
+def test_node_probe_on_fake_trees(tmp_path: Path, capsys) -> None:
+    probe = load_script(ROLE / "files" / "probe.py")
+    # A physical SR-IOV VF on mlx5 with an RDMA device, modules and two GPUs.
+    net = tmp_path / "sys/class/net/ens1f0v0"
+    (net / "device").mkdir(parents=True)
+    (tmp_path / "drivers/mlx5_core").mkdir(parents=True)
+    (net / "device/driver").symlink_to(tmp_path / "drivers/mlx5_core")
+    (net / "device/physfn").mkdir()
+    for name, value in {"operstate": "up", "carrier": "1", "mtu": "9000", "speed": "100000"}.items():
+        (net / name).write_text(value + "\n")
+    ib = tmp_path / "sys/class/infiniband/mlx5_2/device"
+    ib.mkdir(parents=True)
+    (ib / "driver").symlink_to(tmp_path / "drivers/mlx5_core")
+    (ib / "physfn").mkdir()
+    (tmp_path / "proc/driver/nvidia/gpus/0000:17:00.0").mkdir(parents=True)
+    (tmp_path / "proc/driver/nvidia/gpus/0000:65:00.0").mkdir()
+    (tmp_path / "proc/driver/nvidia/version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+    (tmp_path / "proc/modules").write_text("mlx5_ib 466944 0 - Live 0x0\nib_core 458752 8 mlx5_ib, Live 0x0\n")
+    nic = probe.nic(tmp_path, "ens1f0v0")
+    assert nic["speed_mbps"] == 100000 and nic["driver"] == "mlx5_core" and nic["sriov_vf"] and not nic["virtual"]
+    assert probe.rdma_drivers(tmp_path) == {"mlx5_2": {"driver": "mlx5_core", "sriov_vf": True}}
+    assert probe.modules(tmp_path) == ["ib_core", "mlx5_ib"]
+    assert probe.gpus(tmp_path)["count"] == 2 and "550.54.15" in probe.gpus(tmp_path)["driver"]
+    # A veth (the lab): no device link, no readable speed, no /proc/modules.
+    veth = tmp_path / "lab/sys/class/net/rdma0"
+    veth.mkdir(parents=True)
+    for name, value in {"operstate": "up", "carrier": "1", "mtu": "9000", "uevent": "INTERFACE=rdma0"}.items():
+        (veth / name).write_text(value + "\n")
+    lab = probe.nic(tmp_path / "lab", "rdma0")
+    assert lab["speed_mbps"] is None and lab["virtual"] and lab["kind"] == "virtual"
+    assert probe.modules(tmp_path / "lab") is None
+    assert probe.nic(tmp_path / "lab", "ens192") == {"name": "ens192", "exists": False}
+    # The command line the role runs: `probe.py node` prints one JSON object.
+    assert probe.main(["node", "--ifname", "rdma0", "--rail", "ens192", "--root", str(tmp_path / "lab")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nic"]["mtu"] == 9000 and out["rails"] == {"ens192": {"name": "ens192", "exists": False}}
+    # The controller-side decision on that VF: an SR-IOV note.
+    rung = cv.evaluate_node_health({"n1": {"nic": nic, "modules": ["ib_core"]}}, {"n1": WANT})
+    assert any("SR-IOV" in n for n in rung["notes"])
+
+
+def test_pair_probe_commands() -> None:
+    """`probe.py pair` runs the field's tools with the options the parsers expect (iperf3 -J, perftest -F -D), on
+    the rail it is given: its own address bound, the HCA, port and GID index of the rail."""
+    probe = load_script(ROLE / "files" / "probe.py")
+
+    def args(*argv):
+        return probe.parser().parse_args(["pair", *argv, "--rails", "[]"])
+
+    rail = {"name": "rdma1", "local": "10.0.1.1", "peer": "10.0.1.2"}
+    server = probe.command(args("server", "--tool", "iperf3", "--port", "18515"), rail, 18516)
+    assert server == ["iperf3", "-s", "-1", "-p", "18516", "-B", "10.0.1.1", "--rcv-timeout", "10000"]
+    client = probe.command(args("client", "--tool", "iperf3", "--port", "1", "--seconds", "2"), rail, 1)
+    assert client[:3] == ["iperf3", "-c", "10.0.1.2"] and "-J" in client and client[client.index("-t") + 1] == "2"
+    assert client[client.index("-B") + 1] == "10.0.1.1" and "--snd-timeout" in client
+    roce = rail | {"device": "mlx5_1", "ib_port": 1, "gid_index": 3}
+    bw = args("client", "--tool", "ib_write_bw", "--port", "1", "--seconds", "5")
+    assert probe.command(bw, roce, 2) == ["ib_write_bw", "-d", "mlx5_1", "-p", "2", "-F", "-i", "1", "-x", "3",
+                                          "-D", "5", "10.0.1.2"]  # fmt: skip
+    lat = args("server", "--tool", "ib_write_lat", "--port", "1")
+    assert probe.command(lat, {"device": "mlx5_0", "ib_port": 2}, 1) == [
+        "ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-i", "2", "-n", "1000"]  # fmt: skip
+
+
+def test_pair_probe_runs_every_rail_at_once_on_loopback(capsys) -> None:
+    """Both ends of an iperf3 pair test on two rails (127.0.0.1 and 127.0.0.2, each bound), one port per rail;
+    what the controller then makes of it. Loopback only."""
+    import concurrent.futures
+    import shutil
+    import socket
+
+    if not shutil.which("iperf3"):
+        pytest.skip("iperf3 is not installed (make setup installs it)")
+    probe = load_script(ROLE / "files" / "probe.py")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free now; rail 1 takes port + 1
+    mine = [{"name": "lo0", "address": "127.0.0.1"}, {"name": "lo1", "address": "127.0.0.2"}]
+    theirs = [{"name": "lo0", "address": "127.0.0.1"}, {"name": "lo1", "address": "127.0.0.2"}]
+
+    def end(mode):
+        rails = cv.pair_rail_args(mine, theirs, mode)
+        argv = ["pair", mode, "--tool", "iperf3", "--port", str(port), "--seconds", "1", "--rails", rails]
+        return probe.pair_test(probe.parser().parse_args(argv))
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        served = pool.submit(end, "server")
+        client = end("client")
+    server = served.result(timeout=60)
+    assert [r["rail"] for r in client["rails"]] == ["lo0", "lo1"], client
+    assert all(r["rc"] == 0 for r in client["rails"] + server["rails"]), (client, server)
+    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    assert [(m["rail"], m["error"]) for m in got] == [("lo0", None), ("lo1", None)]
+    assert all(m["gbps"] > 0 for m in got), got
+
+
+def test_rails_of_a_node() -> None:
+    """The rails reachability, path MTU and the pair tests use, from the inventory and node_health's endpoint."""
+    interfaces = [{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
+                  {"name": "rdma1", "addresses": ["fd00::1/64", "10.0.1.1/24"], "mtu": 4200},
+                  {"name": "ib2", "addresses": []}]  # fmt: skip
+    rails = cv.fabric_rails(interfaces)
+    assert rails == [{"interface": "rdma0", "address": "10.0.0.1", "mtu": 9000},
+                     {"interface": "rdma1", "address": "10.0.1.1", "mtu": 4200},
+                     {"interface": "ib2", "address": "", "mtu": 1500}]  # fmt: skip
+    assert cv.rail_expect(interfaces) == rails[1:]
+    # TCP: every fabric interface with an address.
+    assert cv.pair_rails(None, rails) == [{"name": "rdma0", "address": "10.0.0.1"},
+                                          {"name": "rdma1", "address": "10.0.1.1"}]  # fmt: skip
+    # RoCE: the endpoint's rails (NCCL's), each with its interface's address.
+    roce = {"hca": "mlx5_0", "port": 1, "gid_index": 3,
+            "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": 3, "interface": "rdma0"},
+                      {"hca": "mlx5_1", "port": 1, "gid_index": 5, "interface": "rdma1"}]}  # fmt: skip
+    assert cv.pair_rails(roce, rails) == [
+        {"name": "rdma0", "address": "10.0.0.1", "device": "mlx5_0", "ib_port": 1, "gid_index": 3},
+        {"name": "rdma1", "address": "10.0.1.1", "device": "mlx5_1", "ib_port": 1, "gid_index": 5},
+    ]
+    # InfiniBand: every ACTIVE port, reached over the first fabric address (perftest then uses LIDs).
+    ib = {"hca": "mlx5_0", "port": 1, "gid_index": None,
+          "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": None, "interface": None},
+                    {"hca": "mlx5_1", "port": 1, "gid_index": None, "interface": None}]}  # fmt: skip
+    assert [(r["name"], r["address"]) for r in cv.pair_rails(ib, rails)] == [("mlx5_0:1", "10.0.0.1"),
+                                                                             ("mlx5_1:1", "10.0.0.1")]  # fmt: skip
+    # Each end on the rails both nodes have: the server binds its own address, the client also gets the peer's.
+    two = cv.pair_rails(roce, rails)
+    client = json.loads(cv.pair_rail_args(two, two[:1], "client"))
+    assert client == [{"name": "rdma0", "device": "mlx5_0", "ib_port": 1, "gid_index": 3, "local": "10.0.0.1",
+                       "peer": "10.0.0.1"}]  # fmt: skip
+    assert [r.get("peer") for r in json.loads(cv.pair_rail_args(two, two, "server"))] == [None, None]
+
+
+def test_ping_targets_every_peer_on_every_rail() -> None:
+    rails = {
+        "n1": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
+                               {"name": "rdma1", "addresses": ["10.0.1.1/24"], "mtu": 9000}]),
+        "n2": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.2/24"], "mtu": 9000},
+                               {"name": "rdma1", "addresses": ["10.0.1.2/24"], "mtu": 4200}]),
+        "n3": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.3/24"], "mtu": 1500}]),
+    }  # fmt: skip
+    assert json.loads(cv.ping_targets(rails, "n1")) == [
+        {"peer": "n2", "address": "10.0.0.2"},
+        {"peer": "n2/rdma1", "address": "10.0.1.2", "source": "10.0.1.1"},
+        {"peer": "n3", "address": "10.0.0.3"},
+    ]
+    # Path MTU: each rail at the smaller MTU of its two ends.
+    sizes = {t["peer"]: t["size"] for t in json.loads(cv.ping_targets(rails, "n1", df=True))}
+    assert sizes == {"n2": 8972, "n2/rdma1": 4172, "n3": 1472}
+
+
+def test_reachability_and_path_mtu_name_the_rail_and_blame_the_node() -> None:
+    ok = {"peer": "n2", "address": "10.0.0.2", "ok": True, "detail": "3/3 replies"}
+    lost = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "detail": "0/3 replies"}
+    reach = cv.evaluate_reachability({"n1": {"pings": [ok, lost]}, "n2": {"pings": []}}, ["n1", "n2"])
+    assert reach["status"] == "fail" and reach["bad_pairs"] == [["n1", "n2"]]
+    assert "fabric ping to n2/rdma1 (10.0.1.2): 0/3 replies" in reach["reason"]
+    big = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "mtu": 9000, "detail": "0/3 (message too long)"}
+    pmtu = cv.evaluate_path_mtu({"n1": {"pings": [ok | {"mtu": 4200}, big]}}, ["n1", "n2"])
+    assert pmtu["status"] == "fail" and pmtu["bad_pairs"] == [["n1", "n2"]] and pmtu["value"] == 4200
+    assert "9000-byte don't-fragment ping to n2/rdma1" in pmtu["reason"]
+
+
+def _rail_pairs(values):
+    return [{"pair": list(p), "rail": r, "gbps": v, "error": None if v else "no result"} for p, r, v in values]
+
+
+def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
+    speeds = {"n1": 100.0, "n2": 100.0, "n3": 100.0}
+    good = [((a, b), r, 95.0) for a, b in (("n1", "n2"), ("n1", "n3"), ("n2", "n3")) for r in ("rdma0", "rdma1")]
+    ok = cv.evaluate_pairs(_rail_pairs(good), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    assert ok["status"] == "pass" and ok["rails"] == ["rdma0", "rdma1"] and len(ok["checks"]) == 6
+    # n3's second NIC is slow: its rdma1 pairs fail, n3 is named with that rail (not n1 and n2 as well).
+    slow = [(p, r, 40.0 if r == "rdma1" and "n3" in p else v) for p, r, v in good]
+    bad = cv.evaluate_pairs(_rail_pairs(slow), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    assert bad["status"] == "fail" and bad["bad_hosts"] == ["n3"] and bad["bad_rails"] == {"n3": ["rdma1"]}
+    assert bad["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
+    assert bad["reason"].startswith("2 of 6 rail(s) of the pairs failed; suspect host(s): n3 (rdma1); n1-n3 rdma1:")
+    # The matrix shows each pair's slowest rail.
+    m = cv.bandwidth_matrix(["n1", "n2", "n3"], bad["pairs"])
+    assert m["values"][0][2] == 40.0 and m["values"][0][1] == 95.0 and m["failed"] == [["n1", "n3"], ["n2", "n3"]]
+    assert m["rails"] == ["rdma0", "rdma1"]
+    # Two slow rails on two nodes: each named with its own rail.
+    two = [(p, r, 40.0 if (r == "rdma1" and "n3" in p) or (r == "rdma0" and "n1" in p) else v) for p, r, v in good]
+    both = cv.evaluate_pairs(_rail_pairs(two), links(speeds), 0.9)
+    assert both["bad_rails"] == {"n1": ["rdma0"], "n3": ["rdma1"]}
+    lat = cv.evaluate_latency(
+        [{"pair": ["n1", "n2"], "rail": "rdma0", "usec": 2.0}, {"pair": ["n1", "n2"], "rail": "rdma1", "usec": 9.0}],
+        5.0,
+    )
+    assert lat["status"] == "fail" and lat["checks"][1]["host"] == "n1-n2 rdma1" and lat["bad_rails"]["n1"] == ["rdma1"]
+
+
+def test_report_lists_every_rail(tmp_path: Path) -> None:
+    speeds = {"n1": 100.0, "n2": 100.0}
+    values = [(("n1", "n2"), "rdma0", 95.0), (("n1", "n2"), "rdma1", 20.0)]
+    rung = cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    v = cv.verdict([cv.make_rung("inventory", "pass"), rung], ["n1", "n2"], cluster="lab")
+    (tmp_path / "verdict.json").write_text(json.dumps(v))
+    report.write(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "| n1-n2 | rdma0 | 95 | 90 | pass |" in md and "| n1-n2 | rdma1 | 20 | 90 | fail |" in md, md
+    assert (tmp_path / "bandwidth.png").stat().st_size > 2000
+
+
+def test_a_rail_one_end_lacks_fails_the_pair_saying_so() -> None:
+    two = [{"name": "rdma0", "address": "10.0.0.1"}, {"name": "rdma1", "address": "10.0.1.1"}]
+    rails = {"n1": two, "n2": two[:1], "n3": two}
+    rounds = cv.round_robin(["n1", "n2", "n3"])
+    gaps = cv.rail_gaps(rounds, rails, ["iperf3"])
+    assert sorted((tuple(g["pair"]), g["rail"]) for g in gaps) == [(("n1", "n2"), "rdma1"), (("n2", "n3"), "rdma1")]
+    assert {g["error"] for g in gaps} == {"n2 has no rail 2 (rdma1): 2 rail(s) on n1, 1 on n2",
+                                          "n2 has no rail 2 (rdma1): 1 rail(s) on n2, 2 on n3"}  # fmt: skip
+    measured = [{"pair": p, "rail": r["name"], "gbps": 10.0} for ps in rounds for p in ps for r in two[:1]]
+    rung = cv.evaluate_pairs(measured + gaps, links({h: None for h in rails}))
+    assert rung["status"] == "fail" and rung["bad_rails"] == {"n2": ["rdma1"]}, rung
+    assert cv.rail_gaps(rounds, {h: two for h in rails}, ["iperf3"]) == []
+
+
+def test_measurements_per_rail_with_the_servers_word() -> None:
+    iperf, refused = fixture("iperf3_client.json"), fixture("iperf3_refused.json")
+    client = {"tool": "iperf3", "rails": [{"rail": "rdma0", "rc": 0, "output": iperf},
+                                          {"rail": "rdma1", "rc": 1, "output": refused}]}  # fmt: skip
+    server = {"rails": [{"rail": "rdma1", "rc": 1, "output": "iperf3: error - unable to bind: Cannot assign"}]}
+    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    assert got[0]["rail"] == "rdma0" and got[0]["gbps"] > 0 and got[0]["error"] is None
+    assert got[1]["rail"] == "rdma1" and got[1]["gbps"] is None
+    assert got[1]["error"].endswith("; server b: iperf3: error - unable to bind: Cannot assign")
+    # A client that printed nothing (the probe failed): one entry that says so.
+    none = cv.measurements([{"pair": ["a", "b"], "tool": "ib_write_bw", "out": {}}])
+    assert none == [{"pair": ["a", "b"], "rail": None, "tool": "ib_write_bw", "gbps": None, "usec": None,
+                     "error": "ib_write_bw rc None: no output"}]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ NCCL's transport
+
+
+def _nccl(name: str) -> list[str]:
+    return fixture(name).splitlines()
+
+
+def test_parse_nccl_log_roce_with_gpudirect() -> None:
+    p = cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    assert p["version"] == "2.27.5+cuda12.9" and p["network"] == "IB" and p["devices"] == ["mlx5_0:1/RoCE"]
+    assert p["gdr_hca"] == {"mlx5_0": "enabled (nvidia-peermem)"}
+    assert p["gdr_gpu"] == [("enabled", "distance 4 <= 5")]
+    assert (p["channels"], p["gdr_channels"], p["socket_channels"], p["no_device"]) == (4, 4, 0, False)
+
+
+def test_parse_nccl_log_fallbacks() -> None:
+    staged = cv.parse_nccl_log(_nccl("nccl_roce_no_gdr.txt"))
+    assert staged["gdr_hca"] == {"mlx5_0": "disabled"} and (staged["channels"], staged["gdr_channels"]) == (4, 0)
+    sock = cv.parse_nccl_log(_nccl("nccl_socket.txt"))
+    assert sock["network"] == "Socket" and sock["no_device"] and sock["socket_channels"] == 2
+    pxn = cv.parse_nccl_log(_nccl("nccl_ib_pxn_dmabuf.txt"))
+    assert pxn["devices"] == ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_2:1/IB", "mlx5_3:1/IB"]
+    assert pxn["gdr_hca"]["mlx5_3"] == "enabled (DMABUF)" and (pxn["channels"], pxn["gdr_channels"]) == (2, 2)
+    assert cv.parse_nccl_log([]) == cv.parse_nccl_log(None) and cv.parse_nccl_log([])["network"] is None
+
+
+GPU_NODE = {"devices": ["mlx5_0"], "gpus": 0}  # NCCL ran: GPUDirect RDMA applies whatever gpus_per_node says
+RESULTS = [{"bytes": 1 << 25, "algbw_gbps": 150.0, "busbw_gbps": 150.0, "correct": True}]
+
+
+def _nccl_outputs(log1: str, log2: str) -> dict:
+    return {
+        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "nccl", "results": RESULTS, "nccl_log": _nccl(log1)},
+        "n2": {"ok": True, "rank": 1, "world": 2, "backend": "nccl", "nccl_log": _nccl(log2)},
+    }
+
+
+def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
+    speeds = {"n1": 200.0, "n2": 200.0}
+    good = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_gdr.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
+    assert good["status"] == "pass", good["reason"]
+    assert good["reason"].endswith("NCCL 2.27.5+cuda12.9 over IB (mlx5_0:1/RoCE), GPUDirect RDMA on every node"), good[
+        "reason"
+    ]
+    assert good["transport"]["n1"]["gdr_channels"] == 4
+    # One node without a peer-memory module: staged through host memory, named, even above the threshold.
+    staged = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+                                   expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
+    assert staged["status"] == "fail" and staged["bad_hosts"] == ["n2"]
+    assert staged["reason"] == (
+        "n2: 4 of 4 network channel(s) staged through host memory (no GDRDMA); "
+        "GPU Direct RDMA disabled for HCA mlx5_0 (no peer-memory module: nvidia_peermem)"
+    )
+    # ... reported only with cluster_validate_gpudirect false.
+    told = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
+    assert told["status"] == "pass" and told["reason"].endswith("without GPUDirect RDMA on n2")
+    # The silent fall-back to TCP fails whatever the bandwidth.
+    sock = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt"), speeds, 0.7,
+                                 expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
+    assert sock["status"] == "fail" and sock["bad_hosts"] == ["n2"]
+    assert "n2: NCCL fell back to TCP sockets, not RDMA (NET/IB found no device)" in sock["reason"]
+
+
+def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -> None:
+    no_rdma = {"devices": [], "gpus": 0}
+    out = _nccl_outputs("nccl_socket.txt", "nccl_socket.txt")
+    rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    assert rung["status"] == "pass" and "over Socket" in rung["reason"]
+    assert {c["status"] for c in rung["checks"]} == {"skip"}
+    # cluster_rdma_devices left empty, but NCCL was given an HCA (the endpoint node_health found): sockets fail.
+    out["n2"]["nccl_ib_hca"] = "=mlx5_0:1"
+    given = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    assert given["status"] == "fail" and given["bad_hosts"] == ["n2"] and "fell back to TCP" in given["reason"]
+    for o in out.values():
+        o["nccl_log"] = []
+    quiet = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    assert quiet["status"] == "pass" and quiet["reason"].endswith("; NCCL's log does not show its transport")
+    assert {c["detail"] for c in quiet["checks"]} == {
+        "NCCL's log does not show its transport",
+        "NCCL's log does not show GPUDirect RDMA",
+    }
+    # A rank that failed still has its transport judged, and both are named.
+    out = _nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt")
+    out["n1"] = {
+        "ok": False,
+        "rank": 0,
+        "error": "DistBackendError: NCCL error",
+        "nccl_log": _nccl("nccl_roce_gdr.txt"),
+    }
+    dead = cv.evaluate_allreduce(out, {}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"] and "fell back to TCP" in dead["reason"]
+
+
+def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
+    """The probe's NCCL settings (rdma_stack_nccl_env's, given by the controller) and the log lines it hands back."""
+    probe = load_script(ROLE / "files" / "probe.py")
+    args = probe.parser().parse_args(
+        [
+            "allreduce",
+            "--rank=0",
+            "--world=2",
+            "--master=10.0.0.1",
+            "--port=1",
+            "--ifname=ens192",
+            "--env=NCCL_IB_HCA==mlx5_0:1",
+            "--env=NCCL_IB_GID_INDEX=3",
+            "--env=NCCL_IB_TC=106",
+        ]
+    )
+    assert probe.nccl_env(args) == {"NCCL_IB_TC": "106", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3"}
+    noise = ["ubunturdma1:1:1 [0] NCCL INFO cudaDriverVersion 12090", "ubunturdma1:1:1 [0] NCCL INFO comm 0x5 rank 0"]
+    (tmp_path / "nccl.ubunturdma1.41327").write_text("\n".join(noise + _nccl("nccl_roce_gdr.txt")) + "\n")
+    kept = probe.nccl_log(tmp_path)
+    assert cv.parse_nccl_log(kept) == cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    assert not any("cudaDriverVersion" in line for line in kept)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("nccl_*.txt")))
+def test_probe_keeps_every_nccl_line_the_parser_reads(name: str, tmp_path: Path) -> None:
+    """The probe sends the controller only the lines its NCCL_LINE matches; the parser (rdma_stack's) must find
+    in them all it finds in the whole log, for every recorded log: the two sets of patterns cannot drift."""
+    probe = load_script(ROLE / "files" / "probe.py")
+    (tmp_path / "nccl.host.1").write_text(fixture(name))
+    assert cv.parse_nccl_log(probe.nccl_log(tmp_path)) == cv.parse_nccl_log(_nccl(name))
+
+
+def test_node_health_gpu_peer_memory(tmp_path: Path) -> None:
+    probe = load_script(ROLE / "files" / "probe.py")
+    assert probe.peermem(tmp_path) == {"module": None, "version": None}
+    (tmp_path / "sys/module/nvidia_peermem").mkdir(parents=True)
+    (tmp_path / "sys/module/nvidia_peermem/version").write_text("550.54.15\n")
+    assert probe.peermem(tmp_path) == {"module": "nvidia_peermem", "version": "550.54.15"}
+    old = tmp_path / "old"
+    (old / "sys/kernel/mm/memory_peers/nv_mem").mkdir(parents=True)
+    (old / "sys/kernel/mm/memory_peers/nv_mem/version").write_text("1.3-0\n")
+    assert probe.peermem(old) == {"module": "nv_peer_mem", "version": "1.3-0"}
+    want = dict(WANT, devices=["mlx5_0"], gpus=2)
+    node = _roce_probe()
+    node["gpus"] = {"count": 2, "driver": "NVRM version: 550.54.15"}
+    node["peermem"] = probe.peermem(tmp_path)
+    rung = cv.evaluate_node_health({"n1": node}, {"n1": want})
+    assert rung["status"] == "pass", rung["reason"]
+    assert {c["check"]: c["detail"] for c in rung["checks"]}["gpu peer memory"] == "nvidia_peermem 550.54.15"
+    node["peermem"] = {"module": None, "version": None}
+    rung = cv.evaluate_node_health({"n1": node}, {"n1": want})
+    assert rung["status"] == "pass" and "GPUDirect RDMA only through DMA-BUF" in rung["reason"]
+    # cluster_rdma_devices left empty (it is optional): the devices found count the same.
+    found = cv.evaluate_node_health({"n1": node}, {"n1": want | {"devices": []}})
+    assert "GPUDirect RDMA only through DMA-BUF" in found["reason"], found["reason"]
