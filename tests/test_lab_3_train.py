@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -87,6 +88,14 @@ def wait_for_step(play: subprocess.Popen | None, hosts: list[str], run_id: str, 
     raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if ended else ''}")
 
 
+def units_released(hosts: list[str], run_id: str) -> None:
+    """A collected run's units are gone from every node (systemd's record stays in logs/unit.show)."""
+    for host in hosts:
+        state = ssh(host, "systemctl", "show", "-p", "LoadState", "--value", f"train-{run_id}").stdout.strip()
+        assert state == "not-found", f"{host}: train-{run_id} is still {state}"
+        assert "ActiveState=" in (ARTIFACTS / run_id / host / "logs" / "unit.show").read_text()
+
+
 def no_training_processes(hosts: list[str]) -> None:
     for host in hosts:
         proc = ssh(host, "ps", "-eo", "args=")
@@ -113,6 +122,7 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) ->
     assert (ARTIFACTS / run_id / "loss.png").stat().st_size > 1000
     assert (ARTIFACTS / run_id / "report.md").exists()
     no_training_processes(hosts)
+    units_released(hosts, run_id)
 
 
 def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:
@@ -218,6 +228,8 @@ def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
         assert status.returncode == 0, tail(status)
         flat = " ".join(status.stdout.split())
         assert f"run {run_id}: running" in flat and ", ".join(f"{h}: running" for h in hosts) in flat, tail(status)
+        # The run's own max_steps (5000, not the payload's default), from its manifest.
+        assert re.search(r"step \d+/5000 ", flat), tail(status)
         stop = playbook("playbooks/train_stop.yml", "-e", f"run_id={run_id}", timeout=300)
         assert stop.returncode == 0, tail(stop)
         assert f"run {run_id} stopped on {', '.join(hosts)}" in " ".join(stop.stdout.split()), tail(stop)
@@ -236,6 +248,10 @@ def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
     assert f"run {run_id}: stopped (stopped by train_stop.yml" in " ".join(collect.stdout.split()), tail(collect)
     for host in hosts:
         assert unit in (ARTIFACTS / run_id / host / "logs" / "unit.log").read_text(), f"no journal from {host}"
+    units_released(hosts, run_id)
+    # Once released, the units' saved records still tell train_status.yml how the run ended.
+    again = playbook("playbooks/train_status.yml", "-e", f"run_id={run_id}", timeout=300)
+    assert f"run {run_id}: stopped" in " ".join(again.stdout.split()), tail(again)
     records = map(json.loads, (ARTIFACTS / run_id / hosts[0] / "out" / "metrics.jsonl").open())
     steps = [r["step"] for r in records if r.get("kind") == "train"]
     assert steps and max(steps) >= 15, steps

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -30,15 +29,7 @@ class ActionModule(ActionBase):
     _requires_connection = True
 
     def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
-        marker = f"=== launch {args.get('launch_id', '')} ==="
-        script = (
-            f"systemctl show {shlex.quote(args['unit'])} --timestamp=us+utc -p {filters.PROPS}; echo @@link; "
-            f"cat /sys/class/net/{shlex.quote(args['fabric_if'])}/operstate 2>/dev/null; echo @@metrics; "
-            f"tail -n 20 {shlex.quote(args['run_dir'] + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
-            f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
-            "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
-            f"{shlex.quote(args['run_dir'] + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; true"
-        )
+        script = filters.poll_script(args["unit"], args["run_dir"], args["fabric_if"], args.get("launch_id", ""))
         result = self._execute_module(
             module_name="ansible.builtin.command",
             module_args={"argv": ["sh", "-c", script]},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import signal
 from datetime import UTC, datetime
 from typing import Any
@@ -594,6 +595,24 @@ PROPS = (
     "LoadState,ActiveState,SubState,Result,ExecMainCode,ExecMainStatus,ExecMainStartTimestamp,"
     "ExecMainExitTimestamp,NRestarts"
 )
+
+
+def poll_script(unit: str, run_dir: str, fabric_if: str, launch_id: str) -> str:
+    """The watch's one shell command per poll (parse_poll splits its output): the unit's properties, the fabric
+    link state, rank 0's latest metrics and the worker failures torchrun logged in this launch. A unit released
+    after collection (collect.yml) is read from the record saved beside its logs, logs/unit.show."""
+    marker = f"=== launch {launch_id} ==="
+    q, saved = shlex.quote(unit), shlex.quote(run_dir + "/logs/unit.show")
+    return (
+        f"p=$(systemctl show {q} --timestamp=us+utc -p {PROPS}); "
+        f"if printf '%s\\n' \"$p\" | grep -qx LoadState=not-found && [ -s {saved} ]; then cat {saved}; "
+        "else printf '%s\\n' \"$p\"; fi; echo @@link; "
+        f"cat /sys/class/net/{shlex.quote(fabric_if)}/operstate 2>/dev/null; echo @@metrics; "
+        f"tail -n 20 {shlex.quote(run_dir + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
+        f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
+        "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
+        f"{shlex.quote(run_dir + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; true"
+    )
 
 
 def unit_state(props: dict[str, str]) -> str:

@@ -18,7 +18,6 @@ from tests.switch.conftest import run_playbook, write_inventory
 pytestmark = pytest.mark.switch
 
 
-
 def _later_tasks(run) -> list[str]:
     """Every task that ran in a play after preflight, as `play: task`."""
     return [

@@ -837,3 +837,49 @@ def test_preflight_nodes_feed_preflight_problems() -> None:
     assert F.preflight_problems(nodes, 1000, 29500) == [
         "n2: free space in /var/lib/train/r1/out/checkpoints unknown (df said '')"
     ]
+
+
+@pytest.mark.parametrize(
+    ("systemctl", "saved", "state"),
+    [
+        ("LoadState=loaded\nActiveState=active\nSubState=running", None, "running"),
+        # Released after collection: systemd's record saved beside the logs answers instead.
+        (
+            "LoadState=not-found\nActiveState=inactive\nSubState=dead",
+            "ActiveState=active\nSubState=exited\n",
+            "completed",
+        ),
+        ("LoadState=not-found\nActiveState=inactive\nSubState=dead", "ActiveState=failed\nSubState=failed\n", "failed"),
+        ("LoadState=not-found\nActiveState=inactive\nSubState=dead", None, "missing"),
+    ],
+)
+def test_poll_script_on_this_machine(tmp_path, systemctl: str, saved: str | None, state: str) -> None:
+    """The watch's poll command run by sh with a stand-in `systemctl` first on PATH: the unit's state (live, or
+    from logs/unit.show once the unit was released), rank 0's latest metrics, this launch's worker failures."""
+    bin_dir, run = tmp_path / "bin", tmp_path / "run"
+    for d in (bin_dir, run / "logs", run / "out"):
+        d.mkdir(parents=True)
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\nprintf '%s\\n' '{systemctl}'\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    if saved is not None:
+        (run / "logs" / "unit.show").write_text(saved)
+    (run / "out" / "metrics.jsonl").write_text(
+        json.dumps({"rank": 1, "kind": "train", "step": 9})
+        + "\n"
+        + json.dumps({"rank": 0, "kind": "train", "step": 7})
+        + "\n"
+    )
+    (run / "logs" / "torchrun.log").write_text(
+        "E1122 19:00:00.1 9 api.py:869] failed (exitcode: 1) local_rank: 0 (pid: 5) of binary: /venv/bin/python\n"
+        "=== launch 2 ===\n[rank1]: error: out of memory\n"
+        "E1122 20:00:00.1 9 api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 77) of binary: /venv/bin/python\n"
+    )
+    script = F.poll_script("train-r1", str(run), "lo", "2")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, check=True).stdout
+    props, link, metrics, failures = F.parse_poll(out)
+    assert F.unit_state(props) == state, out
+    assert link == "unknown" or link in ("up", "down"), link  # lo's operstate
+    assert metrics == {"rank": 0, "kind": "train", "step": 7}
+    # Only this launch's (after its marker), with the payload's error line before it.
+    assert [(f["pid"], f["error"]) for f in failures] == [(77, "out of memory")], failures
