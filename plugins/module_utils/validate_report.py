@@ -76,7 +76,12 @@ def markdown(verdict: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def heatmap(matrix: dict, out: Path) -> None:
+def heatmap_figure(matrix: dict):
+    """The pair matrix as a heatmap (the figure, for heatmap() to save and the tests to measure). The figure
+    grows with the host count from a floor that leaves room for the colour bar, and the title is wrapped to the
+    figure's width, so every label stays on the canvas from 2 hosts to tens."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,7 +91,8 @@ def heatmap(matrix: dict, out: Path) -> None:
     hosts = matrix["hosts"]
     n = len(hosts)
     data = np.array([[np.nan if v is None else v for v in row] for row in matrix["values"]], dtype=float)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * n, 1.0 + 0.8 * n))
+    width, height = max(6.4, 1.2 + 0.9 * n), max(5.0, 1.6 + 0.8 * n)
+    fig, ax = plt.subplots(figsize=(width, height))
     image = ax.imshow(data, cmap="viridis")
     fig.colorbar(image, ax=ax, label=matrix.get("unit", "Gb/s"))
     ax.set_xticks(range(n), hosts, rotation=45, ha="right")
@@ -102,8 +108,17 @@ def heatmap(matrix: dict, out: Path) -> None:
             if bad:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
     slowest = ", slowest of rails " + ", ".join(matrix["rails"]) if len(matrix.get("rails") or []) > 1 else ""
-    ax.set_title(f"Pairwise bandwidth ({matrix.get('unit', 'Gb/s')}{slowest}), failing pairs in red")
+    title = f"Pairwise bandwidth ({matrix.get('unit', 'Gb/s')}{slowest}), failing pairs in red"
+    # About 11 characters of 10-point text per inch of figure.
+    fig.suptitle("\n".join(textwrap.wrap(title, int(width * 11))), fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def heatmap(matrix: dict, out: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = heatmap_figure(matrix)
     fig.savefig(out, dpi=100)
     plt.close(fig)
 

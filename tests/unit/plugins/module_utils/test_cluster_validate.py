@@ -689,6 +689,43 @@ def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
 
 
+@pytest.mark.parametrize("n", [2, 3, 8, 16])
+def test_heatmap_keeps_every_label_on_the_canvas(n: int) -> None:
+    """The title, the host names and the colour bar fit the figure whatever the host count (at 2 hosts the title
+    was cut off at both sides)."""
+    import matplotlib.pyplot as plt
+
+    hosts = [f"lab-node{i}" for i in range(1, n + 1)]
+    values = [[None if i == j else 10.0 + i + j for j in range(n)] for i in range(n)]
+    matrix = {
+        "hosts": hosts,
+        "values": values,
+        "unit": "Gb/s",
+        "failed": [hosts[:2]],
+        "rails": [f"rdma{r}" for r in range(8)],
+    }
+    fig = report.heatmap_figure(matrix)
+    try:
+        fig.canvas.draw()
+        renderer, canvas = fig.canvas.get_renderer(), fig.bbox
+        # The title, the host names and the colour bar's label (its numbers are drawn only inside its range).
+        wanted = {*hosts, "Gb/s"}
+        texts = [
+            t
+            for t in fig.findobj(plt.Text)
+            if t.get_visible() and (t.get_text() in wanted or "Pairwise" in t.get_text())
+        ]
+        assert {t.get_text() for t in texts} >= wanted and any("Pairwise" in t.get_text() for t in texts), texts
+        outside = []
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            if box.x0 < canvas.x0 - 1 or box.x1 > canvas.x1 + 1 or box.y0 < canvas.y0 - 1 or box.y1 > canvas.y1 + 1:
+                outside.append(text.get_text())
+        assert outside == [], f"{n} hosts: cut off: {outside}"
+    finally:
+        plt.close(fig)
+
+
 def test_node_probe_on_fake_trees(tmp_path: Path, capsys) -> None:
     probe = load_script(ROLE / "files" / "probe.py")
     # A physical SR-IOV VF on mlx5 with an RDMA device, modules and two GPUs.
