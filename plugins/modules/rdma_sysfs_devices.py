@@ -3,11 +3,6 @@
 
 from __future__ import annotations
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_sysfs import devices
-
 DOCUMENTATION = r"""
 module: rdma_sysfs_devices
 short_description: Report the RDMA devices, ports, states, link layers and GIDs found in sysfs
@@ -23,7 +18,17 @@ options:
     description: File that exists when the kernel offers InfiniBand MAD access (what OpenSM needs).
     type: path
     default: /sys/class/infiniband_mad/abi_version
-author: rdma-llm-cluster
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
+"""
+
+EXAMPLES = r"""
+- name: Read the RDMA devices, ports and GIDs
+  rdma_llm.cluster.rdma_sysfs_devices:
+  register: devices
+
+- name: Read a fake tree (tests)
+  rdma_llm.cluster.rdma_sysfs_devices:
+    sysfs_root: /tmp/fake/sys/class/infiniband
 """
 
 RETURN = r"""
@@ -45,6 +50,11 @@ devices:
   elements: dict
   returned: always
 """
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_sysfs import devices
 
 
 def main() -> None:

@@ -26,6 +26,14 @@ meaning depends on the caller's search path, is never shared. RDMA_LLM_CLUSTER_T
 
 from __future__ import annotations
 
+DOCUMENTATION = """
+name: host_linear
+short_description: linear, with Mitogen's persistent interpreters when available
+description:
+  - The linear strategy; when the mitogen package is importable and RDMA_LLM_CLUSTER_MITOGEN is not 0,
+    Mitogen's strategy mixin runs each node's modules in one persistent interpreter.
+"""
+
 import multiprocessing
 import os
 import re
@@ -34,14 +42,6 @@ from pathlib import Path
 
 from ansible.plugins.strategy.linear import StrategyModule as _Linear
 from ansible.utils.display import Display
-
-DOCUMENTATION = """
-name: host_linear
-short_description: linear, with Mitogen's persistent interpreters when available
-description:
-  - The linear strategy; when the mitogen package is importable and RDMA_LLM_CLUSTER_MITOGEN is not 0,
-    Mitogen's strategy mixin runs each node's modules in one persistent interpreter.
-"""
 
 
 def _switch(name: str) -> bool | None:

@@ -1,0 +1,34 @@
+#!/usr/bin/python
+"""Documentation of the action rdma_llm.cluster.train_report (plugins/action/train_report.py does the work)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: train_report
+short_description: Summarise a collected training run into report.json, report.md and plots
+description:
+  - Runs on the controller (no module is sent to a host); in check mode it writes nothing.
+  - An action plugin; this file only documents it.
+options:
+  run_dir:
+    description: The folder to read and write.
+    type: path
+    required: true
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
+"""
+
+EXAMPLES = r"""
+- name: Write the report
+  rdma_llm.cluster.train_report:
+    run_dir: artifacts/run1
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+lines:
+  description: What was written (the summary lines, or the files).
+  type: list
+  elements: str
+  returned: success
+"""

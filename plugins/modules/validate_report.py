@@ -1,0 +1,34 @@
+#!/usr/bin/python
+"""Documentation of the action rdma_llm.cluster.validate_report (plugins/action/validate_report.py does the work)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validate_report
+short_description: Write a validation ladder's report.md and bandwidth heatmap beside its verdict.json
+description:
+  - Runs on the controller (no module is sent to a host); in check mode it writes nothing.
+  - An action plugin; this file only documents it.
+options:
+  folder:
+    description: The folder to read and write.
+    type: path
+    required: true
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
+"""
+
+EXAMPLES = r"""
+- name: Write the report
+  rdma_llm.cluster.validate_report:
+    folder: artifacts/run1
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+files:
+  description: What was written (the summary lines, or the files).
+  type: list
+  elements: str
+  returned: success
+"""
