@@ -29,12 +29,18 @@ GOOD_IFACE = {"name": "ens192", "addresses": ["192.168.250.201/24"], "mtu": 9000
 # A valid host QoS; each rdma_qos case below breaks one thing in it.
 QOS_VARS = {
     "cluster_fabric_interfaces": [GOOD_IFACE],
+    "cluster_qos_profile": "dcqcn",
     "cluster_roce_dscp": 26,
     "cluster_cnp_dscp": 48,
+    "cluster_tcp_dscp": 10,
     "cluster_nodrop_cos": 3,
     "cluster_cnp_cos": 2,
+    "cluster_tcp_cos": 1,
     "cluster_roce_bandwidth_percent": 50,
-    "cluster_default_bandwidth_percent": 50,
+    "cluster_tcp_bandwidth_percent": 25,
+    "cluster_default_bandwidth_percent": 25,
+    "cluster_tcp_lossless": False,
+    "cluster_nccl_ib_qps_per_connection": 1,
 }
 
 
@@ -115,8 +121,15 @@ def _play(tmp_path: Path, role: str, host_vars: dict) -> tuple[Path, Path]:
         pytest.param(
             "rdma_qos",
             {**QOS_VARS, "cluster_cnp_cos": 3},
-            ["badnode1: rdma_qos_cnp_priority 3 equals rdma_qos_pfc_priority: CNPs need their own strict-priority"],
+            # rdma_qos_cnp_priority repeats it (its default): reported once, under the shared variable.
+            ["badnode1: cluster_cnp_cos 3 equals cluster_nodrop_cos: CNPs need their own strict-priority"],
             id="qos-cnp-on-the-nodrop-priority",
+        ),
+        pytest.param(
+            "rdma_qos",
+            {**QOS_VARS, "cluster_tcp_dscp": 26},
+            ["badnode1: cluster_tcp_dscp 26 equals cluster_roce_dscp: only RoCE may carry the no-drop class's DSCP"],
+            id="qos-tcp-marked-with-the-roce-dscp",
         ),
         pytest.param(
             "rdma_qos",

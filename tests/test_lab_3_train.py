@@ -111,9 +111,10 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) ->
     )
     assert proc.returncode == 0, tail(proc)
     assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
-    # The plan read each host's rdma_qos fact (NCCL's traffic class; unused here: the lab has no RDMA device).
+    # The plan read each host's rdma_qos fact (NCCL's QPs per connection and traffic class; unused here: the lab has
+    # no RDMA device).
     flat = " ".join(proc.stdout.split())
-    assert flat.count("rdma qos: NCCL_IB_TC=") == len(lab_cluster["hosts"]), tail(proc)
+    assert flat.count("rdma qos: NCCL_IB_QPS_PER_CONNECTION=1 NCCL_IB_TC=") == len(lab_cluster["hosts"]), tail(proc)
     hosts = lab_cluster["hosts"]
     check_artifacts(run_id, hosts)
     report = json.loads((ARTIFACTS / run_id / "report.json").read_text())

@@ -2,7 +2,8 @@
 
 The capture runs on this machine, on the host side of lab-node1's fabric veth (the podman fabric bridge's
 port), during a real training launch through playbooks/train.yml: every TCP segment between the nodes'
-fabric addresses must carry DSCP cluster_roce_dscp. With the marking off they carry 0 and the test fails.
+fabric addresses must carry fabric TCP's own DSCP cluster_tcp_dscp (its lossy class), never the RoCE DSCP.
+With the marking off they carry 0, with TCP in the lossless class 26: either way the test fails.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import roce_tos
 
 from lab import cluster
 from tests.conftest import ROOT, play_recap, tail, tool_env
@@ -96,14 +98,17 @@ def test_site_reports_host_qos(lab_cluster) -> None:
         proc = ssh(i, "cat", "/etc/ansible/facts.d/rdma_qos.fact")
         assert proc.returncode == 0, f"{host}: {proc.stderr}"
         fact = json.loads(proc.stdout)
-        assert fact["nccl_env"] == {"NCCL_IB_TC": str(QOS["cluster_roce_dscp"] << 2)}, fact
+        tos = roce_tos(QOS["cluster_roce_dscp"], QOS["cluster_qos_profile"])
+        qps = str(QOS["cluster_nccl_ib_qps_per_connection"])
+        assert fact["nccl_env"] == {"NCCL_IB_TC": str(tos), "NCCL_IB_QPS_PER_CONNECTION": qps}, fact
         assert f"dcb: not supported on {cluster.FABRIC_IFNAME} (veth)" in fact["unsupported"], fact
         assert fact["mark_tcp"] is True and fact["mark_networks"] == [str(FABRIC)], fact
+        assert fact["tcp_mark_dscp"] == QOS["cluster_tcp_dscp"] != QOS["cluster_roce_dscp"], fact
         unit = ssh(i, "systemctl", "is-active", "rdma-qos.service")
         assert unit.stdout.strip() == "active", f"{host}: {unit.stdout} {unit.stderr}"
 
 
-def test_training_traffic_carries_the_roce_dscp(lab_cluster, corpus: Path) -> None:
+def test_training_tcp_carries_the_tcp_dscp(lab_cluster, corpus: Path) -> None:
     capture = Capture(host_side_of(1))
     capture.start()
     run_id = f"e2e-qos-{int(time.time())}"
@@ -150,7 +155,7 @@ def test_training_traffic_carries_the_roce_dscp(lab_cluster, corpus: Path) -> No
     dscps: dict[int, int] = {}
     for s in between_nodes:
         dscps[s[4]] = dscps.get(s[4], 0) + 1
-    unmarked = [s for s in between_nodes if s[4] != QOS["cluster_roce_dscp"]]
-    assert not unmarked, f"DSCP counts {dscps}; first unmarked segments: {unmarked[:5]}"
+    unmarked = [s for s in between_nodes if s[4] != QOS["cluster_tcp_dscp"]]
+    assert not unmarked, f"DSCP counts {dscps}; first segments without DSCP {QOS['cluster_tcp_dscp']}: {unmarked[:5]}"
     # Both directions were seen and marked (each node marks what it sends).
     assert {s[0] for s in between_nodes} == {s[1] for s in between_nodes}, dscps

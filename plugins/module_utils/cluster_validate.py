@@ -1080,10 +1080,36 @@ def switch_counters_of(outputs):
     return switch_counters(outputs[0] if outputs else "", "\n".join(outputs[1:]))
 
 
-def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None):
+def stress_class(qos, rdma):
+    """The switch class the pair tests' traffic rode: {"qos_group", "dscp", "what"}, from a node's QoS fact
+    (rdma_qos: the host's DSCP-to-priority map, which the inventory contract makes the switch's qos-groups).
+
+    rdma: perftest with the fact's traffic class (pair_rails), whose DSCP is the RoCE one: the no-drop priority.
+    Otherwise iperf3, marked with fabric TCP's DSCP: its own priority, or the no-drop one where cluster_tcp_lossless
+    marks it with the RoCE DSCP. Without the fact (rdma_qos did not run) the traffic carries DSCP 0: class 0."""
+    qos = qos or {}
+    env = qos.get("nccl_env") or {}
+    if rdma and env.get("NCCL_IB_SL") is not None:
+        return {"qos_group": qos.get("pfc_priority"), "dscp": None, "what": f"perftest on SL {env['NCCL_IB_SL']}"}
+    if rdma:
+        tos = env.get("NCCL_IB_TC")
+        dscp, what = (int(tos) >> 2, f"perftest with ToS {tos}") if tos is not None else (0, "perftest, no ToS")
+    elif qos.get("mark_tcp"):
+        dscp, what = int(qos.get("tcp_mark_dscp", 0)), "iperf3"
+    else:
+        dscp, what = 0, "iperf3, TCP unmarked"
+    by_dscp = {qos.get("tcp_dscp"): qos.get("tcp_priority"), qos.get("roce_dscp"): qos.get("pfc_priority")}
+    group = by_dscp.get(dscp)
+    return {"qos_group": 0 if group is None else int(group), "dscp": dscp, "what": f"{what} (DSCP {dscp})"}
+
+
+def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None, stress=None):
     """Switch rung: drops in the no-drop class must not grow across the stress rungs; pauses and ECN marks reported.
 
-    before/after: {switch: switch_counters(...)}; port_hosts: {"switch port": host} to name the host.
+    before/after: {switch: switch_counters(...)}; port_hosts: {"switch port": host} to name the host; stress:
+    stress_class() of the pair tests, whose class the rung names: the no-drop class is judged with the traffic it
+    carried, and traffic that rode a lossy class is said to have (its drops reported, not judged: that class may
+    drop), so a rung that stressed no lossless traffic does not read as if it had.
     """
     if skip_reason:
         return make_rung("switch", "skip", reason=skip_reason)
@@ -1119,8 +1145,18 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
     pauses = sum(d.get("pause_rx", 0) + d.get("pause_tx", 0) for d in deltas.values())
     marked = sum(d.get(f"ecn_q{nodrop_group}", 0) for d in deltas.values())
     summary = f"no drops in qos-group {nodrop_group} on {len(checks)} port(s); {pauses} PFC pauses, {marked} ECN-marked"
+    if stress and stress.get("qos_group") == nodrop_group:
+        summary += f"; the pair tests' traffic ({stress['what']}) rode it"
+    elif stress:
+        group = stress.get("qos_group")
+        lossy = sum(d.get(f"drops_q{group}", 0) for d in deltas.values())
+        summary += (
+            f"; the pair tests' traffic ({stress['what']}) rode lossy qos-group {group}, not the no-drop one: "
+            f"{lossy} dropped there (reported, not judged)"
+        )
+    extra = {"stress": stress} if stress else {}
     return _rung_from_checks(
-        "switch", checks, value=total, threshold=0, unit="packets", deltas=deltas, pass_reason=summary
+        "switch", checks, value=total, threshold=0, unit="packets", deltas=deltas, pass_reason=summary, **extra
     )
 
 
@@ -1263,18 +1299,22 @@ def _peer_host(label):
     return label.split("/", 1)[0]
 
 
-def pair_rails(endpoint, rails):
-    """The rails a node's pair tests run on: [{"name", "address", "device", "ib_port", "gid_index"}].
+def pair_rails(endpoint, rails, qos_env=None):
+    """The rails a node's pair tests run on: [{"name", "address", "device", "ib_port", "gid_index", "tclass" | "sl"}].
 
     With an RDMA endpoint (node_health: rdma_stack_endpoint) its rails, the path NCCL takes: on RoCE each rail's
     interface and address; on InfiniBand each ACTIVE port, reached over the first fabric address (perftest
-    exchanges its connection data over TCP, then uses the port's LID). Without one (TCP, iperf3): every fabric
-    interface with an IPv4 address. rails: fabric_rails of the node."""
+    exchanges its connection data over TCP, then uses the port's LID). The stress traffic is the lossless class's:
+    each RDMA rail carries what the host's QoS fact gives NCCL (qos_env: rdma_stack_qos_env), the RoCE traffic
+    class (NCCL_IB_TC, for perftest's --tclass) or the InfiniBand service level (NCCL_IB_SL, for --sl). Without an
+    endpoint (TCP, iperf3): every fabric interface with an IPv4 address. rails: fabric_rails of the node."""
     addressed = _addressed(rails)
     first = addressed[0]["address"] if addressed else ""
     if not endpoint or not endpoint.get("hca"):
         return [{"name": r["interface"], "address": r["address"]} for r in addressed]
     by_name = {r["interface"]: r["address"] for r in addressed}
+    env = qos_env or {}
+    qos = {k: int(env[n]) for k, n in (("tclass", "NCCL_IB_TC"), ("sl", "NCCL_IB_SL")) if env.get(n) is not None}
     return [
         {
             "name": r.get("interface") or f"{r['hca']}:{r['port']}",
@@ -1282,6 +1322,7 @@ def pair_rails(endpoint, rails):
             "device": r["hca"],
             "ib_port": r["port"],
             "gid_index": r.get("gid_index"),
+            **qos,
         }
         for r in endpoint.get("rails") or [endpoint | {"interface": None}]
     ]
@@ -1290,10 +1331,12 @@ def pair_rails(endpoint, rails):
 def pair_rail_args(mine, theirs, mode):
     """files/probe.py pair --rails for one end of a pair: this node's rail i against the peer's rail i, for the
     rails both have (rail_gaps fails the others). The client reaches the peer's address on the rail; both ends
-    bind their own (iperf3 -B), so each test runs on its rail whatever the routes say."""
+    bind their own (iperf3 -B), so each test runs on its rail whatever the routes say; each end's perftest sends in
+    its own host's traffic class."""
     out = []
     for local, peer in zip(mine or [], theirs or [], strict=False):
-        rail = {k: local[k] for k in ("name", "device", "ib_port", "gid_index") if local.get(k) is not None}
+        keys = ("name", "device", "ib_port", "gid_index", "tclass", "sl")
+        rail = {k: local[k] for k in keys if local.get(k) is not None}
         rail["local"] = local["address"]
         if mode == "client":
             rail["peer"] = peer["address"]
@@ -1515,6 +1558,7 @@ FILTERS = {
     "cluster_validate_latency": evaluate_latency,
     "cluster_validate_allreduce": evaluate_allreduce,
     "cluster_validate_switch": evaluate_switch,
+    "cluster_validate_stress_class": stress_class,
     "cluster_validate_train": evaluate_train,
     "cluster_validate_verdict": verdict,
     "cluster_validate_skipped_after": skipped_after,

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import (
+    DSCP_RANGE,
+    PERCENT_RANGE,
+    PRIORITY_RANGE,
+    PROFILES,
+)
 
 NODES = "rdma_nodes"
 SUBNET_MANAGERS = "subnet_managers"
@@ -54,6 +60,9 @@ class Problem:
     host: str
     variable: str
     message: str
+    # Role variables whose value repeats this one's (their default is this cluster_* value): reported once, here, and
+    # still seen by a role that checks its own variables alone (check()).
+    covers: tuple[str, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.host}: {self.variable} {self.message}"
@@ -202,6 +211,15 @@ def opensm_ports() -> Check:
     return check
 
 
+# The one type of each kind of QoS value (ranges in module_utils/qos_values.py): every row and rule that carries
+# one uses it.
+DSCP = integer(*DSCP_RANGE)
+PRIORITY = integer(*PRIORITY_RANGE)
+PERCENT = integer(*PERCENT_RANGE)
+PROFILE = choice(*PROFILES)
+# NCCL_IB_QPS_PER_CONNECTION: 1 (NCCL's default) to NCCL's NCCL_IB_MAX_QPS (src/transport/net_ib).
+QPS_PER_CONNECTION = integer(1, 128)
+
 # ---------------------------------------------------------------- variables: one row per variable
 
 
@@ -221,12 +239,19 @@ VARIABLES: tuple[Var, ...] = (
     Var("cluster_rdma_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
     Var("cluster_link_layer", ALL, choice("ethernet", "infiniband")),
     Var("cluster_node_rank", NODES, integer(0)),
-    Var("cluster_roce_dscp", ALL, integer(0, 63)),
-    Var("cluster_cnp_dscp", ALL, integer(0, 63)),
-    Var("cluster_nodrop_cos", ALL, integer(0, 7)),
-    Var("cluster_cnp_cos", ALL, integer(0, 7)),
-    Var("cluster_roce_bandwidth_percent", ALL, integer(0, 100)),
-    Var("cluster_default_bandwidth_percent", ALL, integer(0, 100)),
+    # QoS (group_vars/all/qos.yml): the types here; distinct classes, shares and agreement in the QoS rules below.
+    Var("cluster_qos_profile", ALL, PROFILE),
+    Var("cluster_roce_dscp", ALL, DSCP),
+    Var("cluster_cnp_dscp", ALL, DSCP),
+    Var("cluster_tcp_dscp", ALL, DSCP),
+    Var("cluster_nodrop_cos", ALL, PRIORITY),
+    Var("cluster_cnp_cos", ALL, PRIORITY),
+    Var("cluster_tcp_cos", ALL, PRIORITY),
+    Var("cluster_roce_bandwidth_percent", ALL, PERCENT),
+    Var("cluster_tcp_bandwidth_percent", ALL, PERCENT),
+    Var("cluster_default_bandwidth_percent", ALL, PERCENT),
+    Var("cluster_tcp_lossless", ALL, boolean()),
+    Var("cluster_nccl_ib_qps_per_connection", ALL, QPS_PER_CONNECTION),
     Var("cluster_train_venv", NODES, ABS_PATH),
     # common
     Var("common_hostname", NODES, text(DNS_LABEL_RE, "a hostname (letters, digits, '-', at most 63)")),
@@ -273,17 +298,22 @@ VARIABLES: tuple[Var, ...] = (
     Var("rdma_stack_expected_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
     Var("rdma_stack_expected_devices_strict", NODES, boolean()),
     Var("rdma_stack_local_fact", NODES, boolean()),
-    # rdma_qos (host QoS; cross-field and switch agreement: rule host_qos)
+    # rdma_qos (host QoS; distinct classes, shares and switch agreement: the QoS rules below)
     Var("rdma_qos_interfaces", NODES, list_of(text(IFNAME_RE, "an interface name"))),
     Var("rdma_qos_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
     Var("rdma_qos_link_layer", NODES, choice("ethernet", "infiniband")),
-    Var("rdma_qos_roce_dscp", NODES, integer(0, 63)),
-    Var("rdma_qos_cnp_dscp", NODES, integer(0, 63)),
-    Var("rdma_qos_pfc_priority", NODES, integer(1, 7)),
-    Var("rdma_qos_cnp_priority", NODES, integer(1, 7)),
-    Var("rdma_qos_roce_bandwidth_percent", NODES, integer(0, 100)),
-    Var("rdma_qos_default_bandwidth_percent", NODES, integer(0, 100)),
-    Var("rdma_qos_tos_ecn", NODES, integer(0, 3)),
+    Var("rdma_qos_profile", NODES, PROFILE),
+    Var("rdma_qos_roce_dscp", NODES, DSCP),
+    Var("rdma_qos_cnp_dscp", NODES, DSCP),
+    Var("rdma_qos_tcp_dscp", NODES, DSCP),
+    Var("rdma_qos_pfc_priority", NODES, PRIORITY),
+    Var("rdma_qos_cnp_priority", NODES, PRIORITY),
+    Var("rdma_qos_tcp_priority", NODES, PRIORITY),
+    Var("rdma_qos_roce_bandwidth_percent", NODES, PERCENT),
+    Var("rdma_qos_tcp_bandwidth_percent", NODES, PERCENT),
+    Var("rdma_qos_default_bandwidth_percent", NODES, PERCENT),
+    Var("rdma_qos_tcp_lossless", NODES, boolean()),
+    Var("rdma_qos_nccl_ib_qps_per_connection", NODES, QPS_PER_CONNECTION),
     Var("rdma_qos_ib_sl", NODES, integer(0, 15)),
     Var("rdma_qos_dcb", NODES, boolean()),
     Var("rdma_qos_dcqcn", NODES, boolean()),
@@ -311,7 +341,9 @@ EXTRA_VARIABLES = (
 
 
 def needed_variables() -> list[str]:
-    return [v.name for v in VARIABLES] + list(EXTRA_VARIABLES) + list(NXOS_RENDERED)
+    qos = [n for _, names in QOS_PREFIXES.values() for trio in names.values() for n in trio]
+    qos += [sw for _, sw, _ in QOS_HOST_SWITCH]
+    return list(dict.fromkeys([v.name for v in VARIABLES] + list(EXTRA_VARIABLES) + list(NXOS_RENDERED) + qos))
 
 
 # ---------------------------------------------------------------- rules across fields and hosts
@@ -741,17 +773,113 @@ def link_layer(inv: Inventory) -> Iterator[Problem]:
         yield Problem("inventory", f"group {SUBNET_MANAGERS}", "is empty: an InfiniBand fabric needs a subnet manager")
 
 
+# ---------------------------------------------------------------- QoS: one type per kind of value, one rule per
+# property, over every prefix that carries the values (the shared cluster_*, the hosts' rdma_qos_*, the switches'
+# nxos_roce_qos_*: their values as the switch play will get them, read like any switch variable).
+
+QOS_CLASSES = ("roce", "cnp", "tcp")
+# Per prefix: whose hosts carry it, the (RoCE, CNP, fabric TCP) DSCPs and priorities, the (RoCE, fabric TCP,
+# default) bandwidth shares.
+QOS_PREFIXES: dict[str, tuple[str, dict[str, tuple[str, str, str]]]] = {
+    "cluster_": (
+        ALL,
+        {
+            "dscp": ("cluster_roce_dscp", "cluster_cnp_dscp", "cluster_tcp_dscp"),
+            "priority": ("cluster_nodrop_cos", "cluster_cnp_cos", "cluster_tcp_cos"),
+            "share": (
+                "cluster_roce_bandwidth_percent",
+                "cluster_tcp_bandwidth_percent",
+                "cluster_default_bandwidth_percent",
+            ),
+        },
+    ),
+    "rdma_qos_": (
+        NODES,
+        {
+            "dscp": ("rdma_qos_roce_dscp", "rdma_qos_cnp_dscp", "rdma_qos_tcp_dscp"),
+            "priority": ("rdma_qos_pfc_priority", "rdma_qos_cnp_priority", "rdma_qos_tcp_priority"),
+            "share": (
+                "rdma_qos_roce_bandwidth_percent",
+                "rdma_qos_tcp_bandwidth_percent",
+                "rdma_qos_default_bandwidth_percent",
+            ),
+        },
+    ),
+    "nxos_roce_qos_": (
+        SWITCHES,
+        {
+            "dscp": ("nxos_roce_qos_roce_dscp", "nxos_roce_qos_cnp_dscp", "nxos_roce_qos_tcp_dscp"),
+            "priority": ("nxos_roce_qos_nodrop_cos", "nxos_roce_qos_cnp_qos_group", "nxos_roce_qos_tcp_qos_group"),
+            "share": (
+                "nxos_roce_qos_roce_bandwidth_percent",
+                "nxos_roce_qos_tcp_bandwidth_percent",
+                "nxos_roce_qos_default_bandwidth_percent",
+            ),
+        },
+    ),
+}
+QOS_TYPES = {"dscp": DSCP, "priority": PRIORITY, "share": PERCENT}
+# Why two classes may not share a DSCP or a priority: (class, the class it collides with) -> kind -> why.
+QOS_CLASH = {
+    ("cnp", "roce"): {"dscp": "CNPs need their own DSCP", "priority": "CNPs need their own strict-priority class"},
+    ("tcp", "roce"): {
+        "dscp": "only RoCE may carry the no-drop class's DSCP (cluster_tcp_lossless: true marks fabric TCP with it "
+        "instead)",
+        "priority": "fabric TCP needs its own lossy class, not the no-drop one",
+    },
+    ("tcp", "cnp"): {
+        "dscp": "fabric TCP must not ride the CNPs' strict-priority class",
+        "priority": "fabric TCP must not ride the CNPs' strict-priority class",
+    },
+}
+# The cluster_* QoS values every host, switch and node, must share.
+QOS_SHARED = (
+    "cluster_qos_profile",
+    *(name for kind in ("dscp", "priority", "share") for name in QOS_PREFIXES["cluster_"][1][kind]),
+    "cluster_tcp_lossless",
+    "cluster_nccl_ib_qps_per_connection",
+)
+
+
+def _switch_rejected(inv: Inventory, sw: str) -> set[str]:
+    """The switch variables its own rules (nxos_roce_qos_validate) refuse: rule switch_values reports them."""
+    rendered = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
+    rejected = {p["var"] for p in nxos_roce_qos_validate(rendered)}
+    shares = {"nxos_roce_qos_roce_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"}
+    return rejected | shares if rejected & shares else rejected  # the switch reports the pair under one name
+
+
+def _qos_value(inv: Inventory, host: str, name: str, check: Check, rejected: set[str]) -> frozenset | None:
+    """A QoS value as a set (a switch classifies several RoCE DSCPs), or None where it is unset, not of its type or
+    refused by the switch's own rules: each of those is reported once, where it is checked (no cascades)."""
+    value = inv.get(host, name)
+    items = value if isinstance(value, list) else [value]
+    if value is None or name in rejected or not items or any(check(v) for v in items):
+        return None
+    return frozenset(v if as_int(v) is None else as_int(v) for v in items)
+
+
+def _shown(value: frozenset) -> Any:
+    return next(iter(value)) if len(value) == 1 else sorted(value)
+
+
+def _on_hosts(found: dict[tuple[str, str], list[str]], hosts: list[str]) -> Iterator[Problem]:
+    """Each problem on the hosts that have it, or on `all` when every host of the group does."""
+    for (name, message), who in found.items():
+        for host in [ALL] if len(who) == len(hosts) > 1 else who:
+            yield Problem(host, name, message)
+
+
+def _qos_values(inv: Inventory, host: str, prefix: str, kind: str) -> tuple[frozenset | None, ...]:
+    group, names = QOS_PREFIXES[prefix]
+    rejected = _switch_rejected(inv, host) if group == SWITCHES else set()
+    return tuple(_qos_value(inv, host, n, QOS_TYPES[kind], rejected) for n in names[kind])
+
+
 @rule
 def qos_shared_with_switch(inv: Inventory) -> Iterator[Problem]:
     hosts = inv.members(ALL)
-    for name in (
-        "cluster_roce_dscp",
-        "cluster_cnp_dscp",
-        "cluster_nodrop_cos",
-        "cluster_cnp_cos",
-        "cluster_roce_bandwidth_percent",
-        "cluster_default_bandwidth_percent",
-    ):
+    for name in QOS_SHARED:
         values = {repr(inv.get(h, name)) for h in hosts if inv.get(h, name) is not None}
         if len(values) > 1:
             yield Problem(
@@ -759,78 +887,118 @@ def qos_shared_with_switch(inv: Inventory) -> Iterator[Problem]:
                 name,
                 f"differs between hosts ({', '.join(sorted(values))}): the switch and every node must use one value",
             )
-    same: dict[tuple, list[str]] = defaultdict(list)
-    for h in hosts:
-        same[(as_int(inv.get(h, "cluster_roce_dscp")), as_int(inv.get(h, "cluster_cnp_dscp")))].append(h)
-    for (roce, cnp), members in same.items():
-        if roce is not None and roce == cnp:
-            for host in [ALL] if len(members) == len(hosts) > 1 else members:
-                yield Problem(host, "cluster_cnp_dscp", f"{cnp} equals cluster_roce_dscp: CNPs need their own DSCP")
 
 
-# The hosts' QoS (rdma_qos) against each switch's (nxos_roce_qos): (host variable, switch variable).
+def _clashes(values: tuple[frozenset | None, ...]) -> list[tuple[int, int]]:
+    """(i, j), j < i: classes i and j share a value."""
+    return [
+        (i, j)
+        for i in range(len(values))
+        for j in range(i)
+        if values[i] is not None and values[j] is not None and values[i] & values[j]
+    ]
+
+
+QosFinding = dict[tuple, tuple[str, str, tuple]]  # property -> (variable, message, the values it is about)
+
+
+def _qos_problems(inv: Inventory, findings: Callable[[Inventory, str, str], QosFinding]) -> Iterator[Problem]:
+    """The problems findings(inv, host, prefix) finds under every prefix, each on its hosts or `all`. A role's
+    finding that repeats the cluster_* one of its host with the same values (the role's default is that value) is
+    not reported again: the cluster_* problem covers the role's variable."""
+    found: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    covers: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for prefix, (group, _) in QOS_PREFIXES.items():
+        hosts = inv.members(group)
+        for host in hosts:
+            shared = findings(inv, host, "cluster_") if prefix != "cluster_" else {}
+            for key, (name, message, values) in findings(inv, host, prefix).items():
+                if key in shared and shared[key][2] == values:
+                    covers[shared[key][:2]].add(name)
+                else:
+                    found.setdefault((name, message), (hosts, []))[1].append(host)
+    for (name, message), (hosts, who) in found.items():
+        for host in [ALL] if len(who) == len(hosts) > 1 else who:
+            yield Problem(host, name, message, tuple(sorted(covers[(name, message)])))
+
+
+def _class_clashes(inv: Inventory, host: str, prefix: str) -> QosFinding:
+    names = QOS_PREFIXES[prefix][1]
+    out: QosFinding = {}
+    for kind in ("dscp", "priority"):
+        values = _qos_values(inv, host, prefix, kind)
+        for i, j in _clashes(values):
+            other = names[kind][j]
+            where = f"is in {other} {_shown(values[j])}" if len(values[j]) > 1 else f"equals {other}"
+            why = QOS_CLASH[(QOS_CLASSES[i], QOS_CLASSES[j])][kind]
+            out[(kind, i, j)] = (names[kind][i], f"{_shown(values[i])} {where}: {why}", (values[i], values[j]))
+    return out
+
+
+def _shares_off(inv: Inventory, host: str, prefix: str) -> QosFinding:
+    names = QOS_PREFIXES[prefix][1]["share"]
+    values = _qos_values(inv, host, prefix, "share")
+    if None in values or sum(map(_shown, values)) == 100:
+        return {}
+    roce, tcp, default = map(_shown, values)
+    message = (
+        f"{roce} + {names[1]} {tcp} + {names[2]} {default} must add up to 100 (the egress shares of the RoCE, fabric "
+        "TCP and default classes)"
+    )
+    return {("share",): (names[0], message, values)}
+
+
+@rule
+def qos_classes_distinct(inv: Inventory) -> Iterator[Problem]:
+    """RoCE, CNPs and fabric TCP: three DSCPs, three priorities, under every prefix."""
+    yield from _qos_problems(inv, _class_clashes)
+
+
+@rule
+def qos_shares_add_up(inv: Inventory) -> Iterator[Problem]:
+    """The RoCE, fabric TCP and default shares add up to 100 under every prefix: the hosts' ETS and the switch's
+    queuing policy split what strict priority (the CNPs) leaves."""
+    yield from _qos_problems(inv, _shares_off)
+
+
+# The hosts' QoS (rdma_qos) against each switch's (nxos_roce_qos): (host variable, switch variable, their type).
 QOS_HOST_SWITCH = (
-    ("rdma_qos_pfc_priority", "nxos_roce_qos_nodrop_cos"),
-    ("rdma_qos_cnp_priority", "nxos_roce_qos_cnp_qos_group"),
-    ("rdma_qos_cnp_dscp", "nxos_roce_qos_cnp_dscp"),
-    ("rdma_qos_roce_bandwidth_percent", "nxos_roce_qos_roce_bandwidth_percent"),
-    ("rdma_qos_default_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"),
+    ("rdma_qos_profile", "nxos_roce_qos_profile", PROFILE),
+    ("rdma_qos_pfc_priority", "nxos_roce_qos_nodrop_cos", PRIORITY),
+    ("rdma_qos_cnp_priority", "nxos_roce_qos_cnp_qos_group", PRIORITY),
+    ("rdma_qos_tcp_priority", "nxos_roce_qos_tcp_qos_group", PRIORITY),
+    ("rdma_qos_cnp_dscp", "nxos_roce_qos_cnp_dscp", DSCP),
+    ("rdma_qos_tcp_dscp", "nxos_roce_qos_tcp_dscp", DSCP),
+    ("rdma_qos_roce_bandwidth_percent", "nxos_roce_qos_roce_bandwidth_percent", PERCENT),
+    ("rdma_qos_tcp_bandwidth_percent", "nxos_roce_qos_tcp_bandwidth_percent", PERCENT),
+    ("rdma_qos_default_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent", PERCENT),
 )
 
 
 def _host_qos_problems(inv: Inventory, host: str) -> Iterator[tuple[str, str]]:
-    ranges = {
-        "rdma_qos_roce_dscp": (0, 63),
-        "rdma_qos_cnp_dscp": (0, 63),
-        "rdma_qos_pfc_priority": (1, 7),
-        "rdma_qos_cnp_priority": (1, 7),
-        "rdma_qos_roce_bandwidth_percent": (0, 100),
-        "rdma_qos_default_bandwidth_percent": (0, 100),
-    }
-    # Values out of range are the variable rows' to report (no cascades).
-    v = {n: as_int(inv.get(host, n)) for n in ranges}
-    v = {n: x if x is not None and ranges[n][0] <= x <= ranges[n][1] else None for n, x in v.items()}
-    roce, cnp_dscp = v["rdma_qos_roce_dscp"], v["rdma_qos_cnp_dscp"]
-    pfc, cnp = v["rdma_qos_pfc_priority"], v["rdma_qos_cnp_priority"]
-    if roce is not None and roce == cnp_dscp:
-        yield "rdma_qos_cnp_dscp", f"{cnp_dscp} equals rdma_qos_roce_dscp: CNPs need their own DSCP"
-    if pfc is not None and pfc == cnp:
-        yield "rdma_qos_cnp_priority", f"{cnp} equals rdma_qos_pfc_priority: CNPs need their own strict-priority class"
-    roce_bw, default_bw = v["rdma_qos_roce_bandwidth_percent"], v["rdma_qos_default_bandwidth_percent"]
-    if roce_bw is not None and default_bw is not None and roce_bw + default_bw != 100:
-        yield (
-            "rdma_qos_roce_bandwidth_percent",
-            f"{roce_bw} + rdma_qos_default_bandwidth_percent {default_bw} must add up to 100 (the NIC's ETS shares)",
-        )
+    roce = _qos_value(inv, host, "rdma_qos_roce_dscp", DSCP, set())
     for sw in inv.members(SWITCHES):
-        # Switch values its own rules reject are reported by switch_values (no cascades).
-        rendered = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
-        rejected = {p["var"] for p in nxos_roce_qos_validate(rendered)}
-        shares = {"nxos_roce_qos_roce_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"}
-        if rejected & shares:  # the switch reports the pair under one name
-            rejected |= shares
-        dscps = inv.get(sw, "nxos_roce_qos_roce_dscp")
-        if dscps is not None and roce is not None and "nxos_roce_qos_roce_dscp" not in rejected:
-            listed = [as_int(d) for d in dscps] if isinstance(dscps, list) else [as_int(dscps)]
-            if roce not in listed:
-                yield "rdma_qos_roce_dscp", f"{roce} is not classified by {sw} (nxos_roce_qos_roce_dscp {dscps})"
-        for name, sw_name in QOS_HOST_SWITCH:
-            theirs = None if sw_name in rejected else as_int(inv.get(sw, sw_name))
-            if v[name] is not None and theirs is not None and v[name] != theirs:
-                yield name, f"{v[name]} differs from {sw}'s {sw_name} {theirs}: host and switch must agree"
+        rejected = _switch_rejected(inv, sw)
+        classified = _qos_value(inv, sw, "nxos_roce_qos_roce_dscp", DSCP, rejected)
+        if roce is not None and classified is not None and not roce <= classified:
+            dscps = inv.get(sw, "nxos_roce_qos_roce_dscp")
+            yield "rdma_qos_roce_dscp", f"{_shown(roce)} is not classified by {sw} (nxos_roce_qos_roce_dscp {dscps})"
+        for name, sw_name, check in QOS_HOST_SWITCH:
+            mine = _qos_value(inv, host, name, check, set())
+            theirs = _qos_value(inv, sw, sw_name, check, rejected)
+            if mine is not None and theirs is not None and mine != theirs:
+                yield name, f"{_shown(mine)} differs from {sw}'s {sw_name} {_shown(theirs)}: host and switch must agree"
 
 
 @rule
 def host_qos(inv: Inventory) -> Iterator[Problem]:
-    """The hosts' QoS is consistent in itself and is what every switch expects (`all` when every node agrees)."""
+    """The hosts' QoS is what every switch expects (`all` when every node disagrees alike)."""
     nodes = inv.members(NODES)
     seen: dict[tuple[str, str], list[str]] = defaultdict(list)
     for host in nodes:
         for name, message in _host_qos_problems(inv, host):
             seen[(name, message)].append(host)
-    for (name, message), hosts in seen.items():
-        for host in [ALL] if len(hosts) == len(nodes) > 1 else hosts:
-            yield Problem(host, name, message)
+    yield from _on_hosts(seen, nodes)
 
 
 # The variables the switch role renders into the device config (its validator's input).
@@ -943,7 +1111,7 @@ def check(inv: Inventory, variables: tuple[str, ...] = ()) -> list[Problem]:
     seen: dict[Problem, None] = {}
     for fn in RULES:
         for p in fn(inv):
-            if not variables or p.variable.startswith(variables):
+            if not variables or p.variable.startswith(variables) or any(c.startswith(variables) for c in p.covers):
                 seen.setdefault(p)
     return list(seen)
 

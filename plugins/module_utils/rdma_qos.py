@@ -1,9 +1,11 @@
-"""Host-side RoCE QoS rules: DCB (app/PFC/ETS via iproute2 `dcb`), DCQCN (mlx5 sysfs), RDMA-CM ToS (configfs).
+"""Host-side RoCE QoS rules: DCB (app/PFC/ETS via iproute2 `dcb`), DCQCN and the CNPs' DSCP and priority (mlx5
+sysfs or debugfs), RDMA-CM ToS (configfs), and what NCCL and the TCP marking get from them.
 
 Read the current state, plan what differs from the wanted state, apply it (not in check mode) and report per
 NIC what was set, what already matched and what the hardware cannot do. Every path starts at `root` and every
-command goes through one runner, so the RDMA branch runs in unit tests against fake sysfs/configfs trees and
-recorded `dcb` outputs. The module rdma_llm.cluster.rdma_qos runs `apply`; the filter
+command goes through one runner, so the RDMA branch runs in unit tests against fake sysfs/configfs/debugfs trees
+and recorded `dcb` outputs. The module rdma_llm.cluster.rdma_qos runs `apply` and returns the ToS, NCCL's
+environment and the DSCP of fabric TCP (the role's fact and nftables rules take them from there); the filter
 rdma_llm.cluster.rdma_qos_fabric_networks gives the networks the TCP marking matches.
 """
 
@@ -12,10 +14,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import roce_tos
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -54,39 +59,71 @@ def as_map(pairs: object) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------- wanted state
 @dataclass(frozen=True)
 class Wanted:
+    """The host's QoS as the switch has it: three classes with a share each (RoCE no-drop, fabric TCP lossy,
+    default), CNPs strict; the profile decides ECN in the ToS and DCQCN."""
+
     roce_dscp: int
     cnp_dscp: int
+    tcp_dscp: int
     pfc_priority: int
     cnp_priority: int
+    tcp_priority: int
     roce_bandwidth: int
+    tcp_bandwidth: int
     default_bandwidth: int
-    tos_ecn: int = 0
+    profile: str = "dcqcn"
+    tcp_lossless: bool = False
 
     @property
     def tos(self) -> int:
-        return (self.roce_dscp << 2) | self.tos_ecn
+        return roce_tos(self.roce_dscp, self.profile)
+
+    @property
+    def tcp_mark_dscp(self) -> int:
+        """What fabric TCP is marked with: its own lossy class, or RoCE's no-drop one where cluster_tcp_lossless
+        opts in (then TCP shares PFC's pauses with RoCE: the references keep it out, see the README)."""
+        return self.roce_dscp if self.tcp_lossless else self.tcp_dscp
+
+    @property
+    def dcqcn(self) -> bool:
+        return self.profile == "dcqcn"
 
     def dscp_prio(self) -> dict[int, int]:
-        return {self.roce_dscp: self.pfc_priority, self.cnp_dscp: self.cnp_priority}
+        return {self.roce_dscp: self.pfc_priority, self.cnp_dscp: self.cnp_priority, self.tcp_dscp: self.tcp_priority}
 
     def prio_pfc(self) -> dict[str, str]:
         return {str(p): "on" if p == self.pfc_priority else "off" for p in range(8)}
 
     def ets(self) -> dict[str, dict[str, str]]:
-        """ETS as the switch queues: CNP class strict, RoCE and default classes share by the switch's percentages."""
+        """ETS as the switch queues: CNP class strict; RoCE, fabric TCP and the default class share by the switch's
+        percentages."""
         bw = {tc: 0 for tc in range(8)}
         bw[0] += self.default_bandwidth
         bw[self.pfc_priority] += self.roce_bandwidth
-        own = {self.pfc_priority, self.cnp_priority}
+        bw[self.tcp_priority] += self.tcp_bandwidth
+        own = {self.pfc_priority, self.cnp_priority, self.tcp_priority}
         return {
-            # Like the switch: RoCE and CNP get their own class, every other priority shares class 0.
+            # Like the switch: RoCE, CNPs and fabric TCP get their own class, every other priority shares class 0.
             "prio-tc": {str(p): str(p if p in own else 0) for p in range(8)},
             "tc-tsa": {str(tc): "strict" if tc == self.cnp_priority else "ets" for tc in range(8)},
             "tc-bw": {str(tc): str(bw[tc]) for tc in range(8)},
         }
 
 
+def nccl_env(link_layer: str, tos: int, ib_sl: int, qps_per_connection: int) -> dict[str, str]:
+    """What NCCL gets from the host's QoS (the fact's nccl_env): the traffic class of its RoCE QPs, or the service
+    level on InfiniBand, and the QPs per connection (more than one spreads a connection over ECMP paths)."""
+    env = {"NCCL_IB_SL": str(ib_sl)} if link_layer == "infiniband" else {"NCCL_IB_TC": str(tos)}
+    env["NCCL_IB_QPS_PER_CONNECTION"] = str(qps_per_connection)
+    return env
+
+
 # ----------------------------------------------------------------------------------------- host access
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 @dataclass
 class Host:
     root: str
@@ -94,8 +131,10 @@ class Host:
     check_mode: bool = False
     commands: list[str] = field(default_factory=list)
     boot: list[str] = field(default_factory=list)
-    # configfs populates a new rdma_cm/<dev> directory with its ports; tests pass a mkdir that does the same.
+    # configfs populates a new rdma_cm/<dev> directory with its ports, and a debugfs write can change a second
+    # attribute (cong.c); tests pass a mkdir and a write that do the same.
     make_dir: Callable[[str], None] = os.mkdir
+    write_file: Callable[[str, str], None] = _write_text
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
@@ -130,8 +169,7 @@ class Host:
         if self.check_mode:
             return
         try:
-            with open(self.path(*parts), "w", encoding="utf-8") as handle:
-                handle.write(f"{value}\n")
+            self.write_file(self.path(*parts), f"{value}\n")
         except OSError as exc:
             raise QosError(f"writing {value} to {rel} failed: {exc.strerror or exc}") from exc
 
@@ -227,17 +265,60 @@ def dcb_interface(host: Host, ifname: str, w: Wanted, kind: tuple[str, str | Non
 
 # ----------------------------------------------------------------------------------------- DCQCN
 def dcqcn_interface(host: Host, ifname: str, w: Wanted) -> str:
+    """DCQCN's notification and reaction points on the no-drop priority: on under dcqcn, off under pfc_only, where
+    the MLNX_OFED/DOCA driver has ecn/roce_np|roce_rp (the inbox mlx5 driver has no per-priority switch)."""
     base = ("sys/class/net", ifname, "ecn")
     if not os.path.isdir(host.path(*base)):
         return f"not exposed on {ifname} (no {'/' + '/'.join(base)}; the NIC's firmware default applies)"
+    want = "1" if w.dcqcn else "0"
     state = "ok"
     for point in ("roce_np", "roce_rp"):
         attr = (*base, point, "enable", str(w.pfc_priority))
         if not os.path.exists(host.path(*attr)):
             return f"not exposed on {ifname} (no /{'/'.join(attr)})"
-        host.boot.append(f"echo 1 > /{'/'.join(attr)}")
-        if host.read(*attr) != "1":
-            host.write("1", *attr)
+        host.boot.append(f"echo {want} > /{'/'.join(attr)}")
+        if host.read(*attr) != want:
+            host.write(want, *attr)
+            state = "set"
+    return state
+
+
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def cnp_attributes(host: Host, ifname: str, w: Wanted) -> list[tuple[tuple[str, ...], int, bool]]:
+    """Where the driver takes the DSCP and 802.1p priority of the CNPs this NIC sends: [(path, wanted value, write
+    even if it reads so)], [] where it has no such files (bnxt_re, irdma keep congestion control elsewhere).
+    MLNX_OFED/DOCA: sysfs ecn/roce_np/cnp_dscp and cnp_802p_prio. Inbox mlx5_ib (drivers/infiniband/hw/mlx5/cong.c):
+    debugfs mlx5/<pci>/cc_params np_cnp_dscp and np_cnp_prio; np_cnp_prio_mode 1 ignores np_cnp_prio, and writing
+    np_cnp_prio sets the mode to 0, so a mode of 1 rewrites the priority."""
+    ofed = ("sys/class/net", ifname, "ecn", "roce_np")
+    if all(os.path.isfile(host.path(*ofed, f)) for f in ("cnp_dscp", "cnp_802p_prio")):
+        return [((*ofed, "cnp_dscp"), w.cnp_dscp, False), ((*ofed, "cnp_802p_prio"), w.cnp_priority, False)]
+    pci = os.path.basename(os.path.realpath(host.path("sys/class/net", ifname, "device")))
+    cc = ("sys/kernel/debug/mlx5", pci, "cc_params")
+    if PCI_ADDRESS.fullmatch(pci) and all(
+        os.path.isfile(host.path(*cc, f)) for f in ("np_cnp_dscp", "np_cnp_prio", "np_cnp_prio_mode")
+    ):
+        mode_ignores_prio = host.read(*cc, "np_cnp_prio_mode") != "0"
+        return [((*cc, "np_cnp_dscp"), w.cnp_dscp, False), ((*cc, "np_cnp_prio"), w.cnp_priority, mode_ignores_prio)]
+    return []
+
+
+def cnp_interface(host: Host, ifname: str, w: Wanted) -> str:
+    """The CNPs' DSCP and priority, which the switch classifies into its strict CNP class (the firmware sends
+    priority 6 unless told): set, ok or not exposed."""
+    attrs = cnp_attributes(host, ifname, w)
+    if not attrs:
+        return (
+            f"not exposed on {ifname} (no /sys/class/net/{ifname}/ecn/roce_np/cnp_dscp nor mlx5 debugfs cc_params; "
+            "the NIC's firmware default applies)"
+        )
+    state = "ok"
+    for attr, value, force in attrs:
+        host.boot.append(f"echo {value} > /{'/'.join(attr)}")
+        if force or host.read(*attr) != str(value):
+            host.write(str(value), *attr)
             state = "set"
     return state
 
@@ -314,7 +395,13 @@ def apply(
             entry["dcqcn"] = state
             if state.startswith("not"):
                 unsupported.append(f"dcqcn: {state}")
-            report.append(f"dcqcn on {ifname} priority {w.pfc_priority}: {state}")
+            want = "on" if w.dcqcn else "off"
+            report.append(f"dcqcn {want} ({w.profile}) on {ifname} priority {w.pfc_priority}: {state}")
+            cnp = cnp_interface(host, ifname, w)
+            entry["cnp"] = cnp
+            if cnp.startswith("not"):
+                unsupported.append(f"cnp: {cnp}")
+            report.append(f"cnp DSCP {w.cnp_dscp} priority {w.cnp_priority} on {ifname}: {cnp}")
         per_if.append(entry)
     per_dev = []
     if do_tos:
@@ -331,6 +418,8 @@ def apply(
             report.append(f"default_roce_tos {w.tos} on {dev} port {port}: {state}")
     return {
         "changed": bool(host.commands),
+        "roce_tos": w.tos,
+        "tcp_mark_dscp": w.tcp_mark_dscp,
         "report": report,
         "unsupported": unsupported,
         "commands": host.commands,

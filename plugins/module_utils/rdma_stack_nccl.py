@@ -121,18 +121,24 @@ def rails(devices: list[dict[str, Any]], interfaces: list[dict[str, Any]]) -> di
     return first | {"rails": unique}
 
 
+def qos_fact(local_facts: dict[str, Any] | None) -> dict[str, Any]:
+    """rdma_qos's fact from a host's local facts (ansible_local): the one place that knows its path; {} where it is
+    absent (rdma_qos has not run, or its fact is off)."""
+    fact = (local_facts or {}).get("rdma_qos") or {}
+    return fact if isinstance(fact, dict) else {}
+
+
 def qos_env(local_facts: dict[str, Any] | None) -> dict[str, Any]:
     """NCCL's QoS settings from a host's local facts (ansible_local): rdma_qos's fact `nccl_env` (NCCL_IB_TC on
-    RoCE, NCCL_IB_SL on InfiniBand); {} where the fact is absent (rdma_qos has not run, or QoS is off)."""
-    fact = (local_facts or {}).get("rdma_qos") or {}
-    return dict(fact.get("nccl_env") or {}) if isinstance(fact, dict) else {}
+    RoCE, NCCL_IB_SL on InfiniBand, NCCL_IB_QPS_PER_CONNECTION); {} where the fact is absent."""
+    return dict(qos_fact(local_facts).get("nccl_env") or {})
 
 
 def nccl_env(ep: dict[str, Any] | None, qos_env: dict[str, Any] | None = None, ifname: str = "") -> dict[str, str]:
     """NCCL's settings for a host: NCCL_SOCKET_IFNAME (its bootstrap interface) and, where the endpoint has an
     HCA, NCCL_IB_HCA (device:port of every rail), NCCL_IB_GID_INDEX on RoCE and the host's QoS fact
-    (ansible_local.rdma_qos.nccl_env: NCCL_IB_TC on RoCE, NCCL_IB_SL on InfiniBand). Without an HCA NCCL does
-    not use RDMA, so a traffic class would mean nothing.
+    (ansible_local.rdma_qos.nccl_env: NCCL_IB_TC on RoCE, NCCL_IB_SL on InfiniBand, NCCL_IB_QPS_PER_CONNECTION).
+    Without an HCA NCCL does not use RDMA, so a traffic class would mean nothing.
 
     Both names carry NCCL's `=` (exact match): NCCL matches them as prefixes otherwise, so `mlx5_1:1` would
     also select mlx5_10 and mlx5_11 on a host with twelve HCAs (an 8-GPU node with storage NICs), and `ens1`
@@ -247,5 +253,6 @@ FILTERS = {
     "rdma_stack_endpoint": rails,
     "rdma_stack_nccl_env": nccl_env,
     "rdma_stack_qos_env": qos_env,
+    "rdma_stack_qos_fact": qos_fact,
     "rdma_stack_nccl_transport": parse_nccl_log,
 }

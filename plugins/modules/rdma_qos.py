@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import PROFILES
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply, nccl_env
 
 DOCUMENTATION = r"""
 module: rdma_qos
-short_description: Trust DSCP, PFC, ETS, DCQCN and the RDMA-CM ToS on the fabric NICs, or report why not
+short_description: DSCP trust, PFC, ETS, DCQCN, CNP marking and RDMA-CM ToS on the fabric NICs, or why not
 description:
-  - Per fabric interface, with iproute2 C(dcb), maps DSCP to priorities (C(dcb app)), enables PFC on the
-    no-drop priority only (C(dcb pfc)) and sets ETS (C(dcb ets)); enables DCQCN on the no-drop priority where the
-    driver exposes C(/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>) (mlx5).
+  - Per fabric interface, with iproute2 C(dcb), maps the RoCE, CNP and fabric TCP DSCPs to their priorities
+    (C(dcb app)), enables PFC on the no-drop priority only (C(dcb pfc)) and sets ETS (C(dcb ets)); turns DCQCN on
+    (profile C(dcqcn)) or off (C(pfc_only)) on the no-drop priority where the driver exposes
+    C(/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>) (MLNX_OFED/DOCA mlx5); sets the DSCP and priority of
+    the CNPs the NIC sends where the driver exposes them (C(ecn/roce_np/cnp_dscp|cnp_802p_prio), or the inbox
+    mlx5 driver's debugfs C(mlx5/<pci>/cc_params/np_cnp_*)).
   - Per RDMA device with an Ethernet port, writes C(default_roce_tos) in configfs C(rdma_cm).
+  - Returns the ToS (computed here once), NCCL's environment and the DSCP fabric TCP is marked with.
   - Virtual NICs (veth, bridge ...), NICs whose driver has no DCB and hosts without RDMA devices are reported
     (C(not supported on rdma0 (veth))), not failed. A failed change on capable hardware fails.
   - Supports check mode (plans only).
@@ -30,19 +38,42 @@ options:
     default: []
   roce_dscp: {description: DSCP of RoCE data traffic., type: int, required: true}
   cnp_dscp: {description: DSCP of CNPs., type: int, required: true}
+  tcp_dscp: {description: DSCP of fabric TCP (its own lossy class)., type: int, required: true}
   pfc_priority: {description: No-drop priority (PFC on, RoCE traffic class)., type: int, required: true}
   cnp_priority: {description: Priority of CNPs (strict-priority traffic class)., type: int, required: true}
+  tcp_priority: {description: Priority and traffic class of fabric TCP., type: int, required: true}
   roce_bandwidth: {description: ETS share of the no-drop traffic class (percent)., type: int, required: true}
+  tcp_bandwidth: {description: ETS share of the fabric TCP traffic class (percent)., type: int, required: true}
   default_bandwidth: {description: ETS share of traffic class 0 (percent)., type: int, required: true}
-  tos_ecn: {description: ECN bits (0-3) added to DSCP << 2 in the RDMA-CM ToS., type: int, default: 0}
+  profile:
+    description: C(dcqcn) (ToS with ECT(0), DCQCN on) or C(pfc_only) (ToS without ECT, DCQCN off where exposed).
+    type: str
+    choices: [dcqcn, pfc_only]
+    default: dcqcn
+  tcp_lossless: {description: Fabric TCP is marked with the RoCE DSCP instead of its own., type: bool, default: false}
+  link_layer: {description: C(ethernet) or C(infiniband) (NCCL gets NCCL_IB_SL there)., type: str, default: ethernet}
+  ib_sl: {description: InfiniBand service level for NCCL_IB_SL., type: int, default: 0}
+  qps_per_connection: {description: NCCL_IB_QPS_PER_CONNECTION., type: int, default: 1}
   dcb: {description: Manage DCB (app, PFC, ETS)., type: bool, default: true}
-  dcqcn: {description: Enable DCQCN on the no-drop priority where the driver exposes it., type: bool, default: true}
+  dcqcn: {description: Manage DCQCN and the CNPs' marking where the driver exposes them., type: bool, default: true}
   roce_tos: {description: Set the RDMA-CM default RoCE ToS., type: bool, default: true}
   root: {description: Root of sysfs and configfs (tests point it at a fake tree)., type: path, default: /}
 author: rdma-llm-cluster
 """
 
 RETURN = r"""
+roce_tos:
+  description: The ToS byte of RoCE traffic (DSCP << 2, ECT(0) under dcqcn), for the RDMA-CM, NCCL and perftest.
+  type: int
+  returned: always
+tcp_mark_dscp:
+  description: The DSCP fabric TCP is marked with (the TCP DSCP, or the RoCE DSCP with tcp_lossless).
+  type: int
+  returned: always
+nccl_env:
+  description: NCCL_IB_TC (RoCE) or NCCL_IB_SL (InfiniBand), and NCCL_IB_QPS_PER_CONNECTION.
+  type: dict
+  returned: always
 report:
   description: One line per finding, for people.
   type: list
@@ -76,11 +107,18 @@ def main() -> None:
         "devices": {"type": "list", "elements": "str", "default": []},
         "roce_dscp": {"type": "int", "required": True},
         "cnp_dscp": {"type": "int", "required": True},
+        "tcp_dscp": {"type": "int", "required": True},
         "pfc_priority": {"type": "int", "required": True},
         "cnp_priority": {"type": "int", "required": True},
+        "tcp_priority": {"type": "int", "required": True},
         "roce_bandwidth": {"type": "int", "required": True},
+        "tcp_bandwidth": {"type": "int", "required": True},
         "default_bandwidth": {"type": "int", "required": True},
-        "tos_ecn": {"type": "int", "default": 0},
+        "profile": {"type": "str", "choices": list(PROFILES), "default": PROFILES[0]},
+        "tcp_lossless": {"type": "bool", "default": False},
+        "link_layer": {"type": "str", "choices": ["ethernet", "infiniband"], "default": "ethernet"},
+        "ib_sl": {"type": "int", "default": 0},
+        "qps_per_connection": {"type": "int", "default": 1},
         "dcb": {"type": "bool", "default": True},
         "dcqcn": {"type": "bool", "default": True},
         "roce_tos": {"type": "bool", "default": True},
@@ -88,20 +126,7 @@ def main() -> None:
     }
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
-    wanted = Wanted(
-        **{
-            k: p[k]
-            for k in (
-                "roce_dscp",
-                "cnp_dscp",
-                "pfc_priority",
-                "cnp_priority",
-                "roce_bandwidth",
-                "default_bandwidth",
-                "tos_ecn",
-            )
-        }
-    )
+    wanted = Wanted(**{f.name: p[f.name] for f in fields(Wanted)})
 
     def runner(argv: list[str]) -> tuple[int, str, str]:
         return module.run_command(argv)
@@ -109,7 +134,8 @@ def main() -> None:
     host = Host(root=p["root"], run=runner, check_mode=module.check_mode)
     try:
         result = apply(host, p["interfaces"], wanted, p["devices"], p["dcb"], p["dcqcn"], p["roce_tos"])
-    except QosError as exc:
+        result["nccl_env"] = nccl_env(p["link_layer"], wanted.tos, p["ib_sl"], p["qps_per_connection"])
+    except (QosError, RuleError) as exc:
         module.fail_json(msg=str(exc), commands=host.commands)
     diff = {"before": "", "after": "\n".join(result["commands"]) + "\n"} if result["commands"] else None
     module.exit_json(diff=diff, **result)

@@ -164,7 +164,7 @@ IPERF3_STALL_MS = "10000"
 
 def command(args, rail: dict, port: int) -> list[str]:
     """The tool's command line for one rail: {"name", "peer" (client), "local" (the rail's own address),
-    "device", "ib_port", "gid_index" (perftest)}."""
+    "device", "ib_port", "gid_index", "tclass" | "sl" (perftest)}."""
     if args.tool == "iperf3":
         bind = ["-B", rail["local"]] if rail.get("local") else []
         if args.mode == "server":
@@ -189,6 +189,12 @@ def command(args, rail: dict, port: int) -> list[str]:
         cmd += ["-i", str(rail["ib_port"])]
     if rail.get("gid_index") is not None:
         cmd += ["-x", str(rail["gid_index"])]
+    # The lossless class's traffic: perftest's --tclass sets the GRH traffic class, the ToS of RoCE v2 packets
+    # (-T/--tos acts only with -R, rdma_cm); --sl the InfiniBand service level (perftest_parameters.c, usage()).
+    if rail.get("tclass") is not None:
+        cmd += [f"--tclass={rail['tclass']}"]
+    if rail.get("sl") is not None:
+        cmd += [f"--sl={rail['sl']}"]
     if args.tool.endswith("_bw"):
         cmd += ["-D", str(args.seconds)]
     else:
@@ -233,8 +239,8 @@ NCCL_LINE = re.compile(
 
 def nccl_env(args) -> dict:
     """The job's NCCL settings (rdma_stack_nccl_env on the controller: the HCA and GID index the launch uses,
-    the QoS fact's NCCL_IB_TC) from `--env`. The debug log goes to a file: NCCL logs to stdout, which carries
-    this probe's JSON."""
+    the QoS fact's NCCL_IB_TC and NCCL_IB_QPS_PER_CONNECTION) from `--env`. The debug log goes to a file: NCCL logs
+    to stdout, which carries this probe's JSON."""
     return dict(kv.split("=", 1) for kv in args.env or [])
 
 
@@ -338,7 +344,8 @@ def parser() -> argparse.ArgumentParser:
     pair_ap.add_argument(
         "--rails",
         required=True,
-        help='JSON list, one per rail: {"name", "peer" (client), "local", "device", "ib_port", "gid_index"}',
+        help='JSON list, one per rail: {"name", "peer" (client), "local", "device", "ib_port", "gid_index", "tclass"'
+        ', "sl"}',
     )
     pair_ap.add_argument("--wait", type=float, default=20.0, help="client: how long to retry a server not yet up")
     pair_ap.set_defaults(run=pair_test)

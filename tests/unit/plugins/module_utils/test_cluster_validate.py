@@ -201,6 +201,48 @@ def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
     assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]
 
 
+# rdma_qos's fact on a lab node (roles/rdma_qos/tasks/fact.yml), dcqcn profile.
+QOS_FACT = {"nccl_env": {"NCCL_IB_TC": "106", "NCCL_IB_QPS_PER_CONNECTION": "1"}, "roce_dscp": 26, "tcp_dscp": 10,
+            "pfc_priority": 3, "tcp_priority": 1, "tcp_mark_dscp": 10, "mark_tcp": True}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fact", "rdma", "expected"),
+    [
+        (QOS_FACT, True, {"qos_group": 3, "dscp": 26, "what": "perftest with ToS 106 (DSCP 26)"}),
+        (QOS_FACT | {"nccl_env": {"NCCL_IB_TC": "104"}}, True, {"qos_group": 3, "dscp": 26,
+                                                                "what": "perftest with ToS 104 (DSCP 26)"}),
+        (QOS_FACT, False, {"qos_group": 1, "dscp": 10, "what": "iperf3 (DSCP 10)"}),
+        # cluster_tcp_lossless: TCP marked with the RoCE DSCP rides the no-drop class.
+        (QOS_FACT | {"tcp_mark_dscp": 26}, False, {"qos_group": 3, "dscp": 26, "what": "iperf3 (DSCP 26)"}),
+        (QOS_FACT | {"mark_tcp": False}, False, {"qos_group": 0, "dscp": 0, "what": "iperf3, TCP unmarked (DSCP 0)"}),
+        ({}, True, {"qos_group": 0, "dscp": 0, "what": "perftest, no ToS (DSCP 0)"}),  # rdma_qos never ran
+        ({"nccl_env": {"NCCL_IB_SL": "3"}, "pfc_priority": 3}, True, {"qos_group": 3, "dscp": None,
+                                                                       "what": "perftest on SL 3"}),
+    ],
+)  # fmt: skip
+def test_stress_class_of_the_pair_tests(fact, rdma, expected) -> None:
+    """The class the pair tests' traffic rode, from a node's QoS fact: what the switch rung names."""
+    assert cv.stress_class(fact, rdma) == expected
+
+
+def test_switch_rung_names_the_class_the_stress_rode() -> None:
+    before = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
+    rdma = cv.evaluate_switch(before, before, 3, {}, stress=cv.stress_class(QOS_FACT, True))
+    assert rdma["status"] == "pass" and rdma["stress"]["qos_group"] == 3
+    assert rdma["reason"].endswith("; the pair tests' traffic (perftest with ToS 106 (DSCP 26)) rode it")
+    # iperf3 in fabric TCP's lossy class: its drops are said, the no-drop class is still judged.
+    grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
+    after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), grown)}
+    tcp = cv.evaluate_switch(before, before, 3, {}, stress=cv.stress_class(QOS_FACT, False))
+    assert tcp["status"] == "pass"
+    assert tcp["reason"].endswith(
+        "; the pair tests' traffic (iperf3 (DSCP 10)) rode lossy qos-group 1, not the no-drop one: 0 dropped there "
+        "(reported, not judged)"
+    )
+    assert cv.evaluate_switch(before, after, 3, {}, stress=cv.stress_class(QOS_FACT, False))["status"] == "fail"
+
+
 def _pairs(values):
     return [
         {"pair": list(p), "gbps": v, "error": None if v is not None else "iperf3: connection refused"}
@@ -781,11 +823,17 @@ def test_pair_probe_commands() -> None:
     client = probe.command(args("client", "--tool", "iperf3", "--port", "1", "--seconds", "2"), rail, 1)
     assert client[:3] == ["iperf3", "-c", "10.0.1.2"] and "-J" in client and client[client.index("-t") + 1] == "2"
     assert client[client.index("-B") + 1] == "10.0.1.1" and "--snd-timeout" in client
-    roce = rail | {"device": "mlx5_1", "ib_port": 1, "gid_index": 3}
+    roce = rail | {"device": "mlx5_1", "ib_port": 1, "gid_index": 3, "tclass": 106}
     bw = args("client", "--tool", "ib_write_bw", "--port", "1", "--seconds", "5")
+    # RoCE: the rail's GID index (-x) and the lossless class's traffic class (perftest's --tclass, the GRH's).
     assert probe.command(bw, roce, 2) == ["ib_write_bw", "-d", "mlx5_1", "-p", "2", "-F", "-i", "1", "-x", "3",
-                                          "-D", "5", "10.0.1.2"]  # fmt: skip
+                                          "--tclass=106", "-D", "5", "10.0.1.2"]  # fmt: skip
     lat = args("server", "--tool", "ib_write_lat", "--port", "1")
+    assert probe.command(lat, roce | {"tclass": 104}, 1) == ["ib_write_lat", "-d", "mlx5_1", "-p", "1", "-F", "-i", "1",
+                                                             "-x", "3", "--tclass=104", "-n", "1000"]  # fmt: skip
+    # InfiniBand: the service level instead (--sl); no class where the host has no QoS fact.
+    assert probe.command(lat, {"device": "mlx5_0", "ib_port": 2, "sl": 3}, 1) == [
+        "ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-i", "2", "--sl=3", "-n", "1000"]  # fmt: skip
     assert probe.command(lat, {"device": "mlx5_0", "ib_port": 2}, 1) == [
         "ib_write_lat", "-d", "mlx5_0", "-p", "1", "-F", "-i", "2", "-n", "1000"]  # fmt: skip
 
@@ -843,6 +891,11 @@ def test_rails_of_a_node() -> None:
         {"name": "rdma0", "address": "10.0.0.1", "device": "mlx5_0", "ib_port": 1, "gid_index": 3},
         {"name": "rdma1", "address": "10.0.1.1", "device": "mlx5_1", "ib_port": 1, "gid_index": 5},
     ]
+    # With the host's QoS fact (rdma_stack_qos_env) every RDMA rail sends in the lossless class: the traffic class
+    # NCCL gets; TCP rails are marked by nftables instead.
+    qos_env = {"NCCL_IB_TC": "106", "NCCL_IB_QPS_PER_CONNECTION": "1"}
+    assert [r["tclass"] for r in cv.pair_rails(roce, rails, qos_env)] == [106, 106]
+    assert "tclass" not in cv.pair_rails(None, rails, qos_env)[0]
     # InfiniBand: every ACTIVE port, reached over the first fabric address (perftest then uses LIDs).
     ib = {"hca": "mlx5_0", "port": 1, "gid_index": None,
           "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": None, "interface": None},
@@ -850,10 +903,10 @@ def test_rails_of_a_node() -> None:
     assert [(r["name"], r["address"]) for r in cv.pair_rails(ib, rails)] == [("mlx5_0:1", "10.0.0.1"),
                                                                              ("mlx5_1:1", "10.0.0.1")]  # fmt: skip
     # Each end on the rails both nodes have: the server binds its own address, the client also gets the peer's.
-    two = cv.pair_rails(roce, rails)
+    two = cv.pair_rails(roce, rails, qos_env)
     client = json.loads(cv.pair_rail_args(two, two[:1], "client"))
-    assert client == [{"name": "rdma0", "device": "mlx5_0", "ib_port": 1, "gid_index": 3, "local": "10.0.0.1",
-                       "peer": "10.0.0.1"}]  # fmt: skip
+    assert client == [{"name": "rdma0", "device": "mlx5_0", "ib_port": 1, "gid_index": 3, "tclass": 106,
+                       "local": "10.0.0.1", "peer": "10.0.0.1"}]  # fmt: skip
     assert [r.get("peer") for r in json.loads(cv.pair_rail_args(two, two, "server"))] == [None, None]
 
 

@@ -17,6 +17,23 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_
 pytestmark = pytest.mark.lint
 
 
+# The example's group_vars/all/qos.yml (CNPs on CoS 2: a 4-queue switch).
+CLUSTER_QOS = {
+    "cluster_qos_profile": "dcqcn",
+    "cluster_roce_dscp": 26,
+    "cluster_cnp_dscp": 48,
+    "cluster_tcp_dscp": 10,
+    "cluster_nodrop_cos": 3,
+    "cluster_cnp_cos": 2,
+    "cluster_tcp_cos": 1,
+    "cluster_roce_bandwidth_percent": 50,
+    "cluster_tcp_bandwidth_percent": 25,
+    "cluster_default_bandwidth_percent": 25,
+    "cluster_tcp_lossless": False,
+    "cluster_nccl_ib_qps_per_connection": 1,
+}
+
+
 def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
     iface = {
         "name": "ens192",
@@ -32,9 +49,7 @@ def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
         "cluster_node_rank": rank,
         "cluster_link_layer": "ethernet",
         "rdma_stack_link_layer": "ethernet",
-        "cluster_roce_dscp": 26,
-        "cluster_cnp_dscp": 48,
-        "cluster_nodrop_cos": 3,
+        **CLUSTER_QOS,
         "common_hostname": mgmt and kw.pop("hostname"),
         "rdma_netplan_file": "/etc/netplan/60-rdma-llm-fabric.yaml",
         "rdma_modules_list": ["ib_umad", "ib_core", "rdma_cm"],
@@ -43,12 +58,18 @@ def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
         "rdma_netplan_connect_timeout": 60,
         "rdma_netplan_revert_after": 180,
         # rdma_qos defaults as templated from the example's group_vars/all/qos.yml (CNPs on CoS 2: a 4q switch).
+        "rdma_qos_profile": "dcqcn",
         "rdma_qos_roce_dscp": 26,
         "rdma_qos_cnp_dscp": 48,
+        "rdma_qos_tcp_dscp": 10,
         "rdma_qos_pfc_priority": 3,
         "rdma_qos_cnp_priority": 2,
+        "rdma_qos_tcp_priority": 1,
         "rdma_qos_roce_bandwidth_percent": 50,
-        "rdma_qos_default_bandwidth_percent": 50,
+        "rdma_qos_tcp_bandwidth_percent": 25,
+        "rdma_qos_default_bandwidth_percent": 25,
+        "rdma_qos_tcp_lossless": False,
+        "rdma_qos_nccl_ib_qps_per_connection": 1,
         "rdma_qos_mark_networks": {"ipv4": ["192.168.250.0/24", "192.168.251.0/24"], "ipv6": []},
         **kw,
     }
@@ -58,9 +79,7 @@ SWITCH = {
     "ansible_host": "192.168.48.10",
     "ansible_user": "admin",
     "ansible_password": "secret",
-    "cluster_roce_dscp": 26,
-    "cluster_cnp_dscp": 48,
-    "cluster_nodrop_cos": 3,
+    **CLUSTER_QOS,
     "nxos_roce_qos_roce_dscp": [26],
     "nxos_roce_qos_cnp_dscp": 48,
     "nxos_roce_qos_nodrop_cos": 3,
@@ -68,7 +87,12 @@ SWITCH = {
     "nxos_roce_qos_queue_scheme": "4q",
     "nxos_roce_qos_mtu": 9216,
     "nxos_roce_qos_roce_bandwidth_percent": 50,
-    "nxos_roce_qos_default_bandwidth_percent": 50,
+    "nxos_roce_qos_default_bandwidth_percent": 25,
+    # The switch's fabric TCP class and profile (names agreed with the switch role, which renders them).
+    "nxos_roce_qos_profile": "dcqcn",
+    "nxos_roce_qos_tcp_dscp": 10,
+    "nxos_roce_qos_tcp_qos_group": 1,
+    "nxos_roce_qos_tcp_bandwidth_percent": 25,
     "nxos_roce_qos_ecn_min_threshold_kbytes": 150,
     "nxos_roce_qos_ecn_max_threshold_kbytes": 3000,
     "nxos_roce_qos_interfaces": [{"name": "Ethernet1/1/1"}, {"name": "Ethernet1/1/2", "description": "rank 1"}],
@@ -123,6 +147,11 @@ def both(*changes: Callable[[C.Inventory], None]) -> Callable[[C.Inventory], Non
 
     return change
 
+
+SHARES = "must add up to 100 (the egress shares of the RoCE, fabric TCP and default classes)"
+TCP_NOT_ROCE = (
+    "only RoCE may carry the no-drop class's DSCP (cluster_tcp_lossless: true marks fabric TCP with it instead)"
+)
 
 # id, change to the good inventory, exact errors (str(Problem))
 BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
@@ -305,6 +334,8 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         "qos-host-nodrop-differs-from-switch",
         setv("sw", "nxos_roce_qos_nodrop_cos", 1),
         [
+            "sw: nxos_roce_qos_tcp_qos_group 1 equals nxos_roce_qos_nodrop_cos: fabric TCP needs its own lossy class, "
+            "not the no-drop one",
             "all: rdma_qos_pfc_priority 3 differs from sw's nxos_roce_qos_nodrop_cos 1: host and switch must agree",
         ],
     ),
@@ -370,8 +401,115 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         "qos-host-ets-not-100",
         both(on_all("rdma_qos_roce_bandwidth_percent", 40), setv("sw", "nxos_roce_qos_roce_bandwidth_percent", 40)),
         [
-            "all: rdma_qos_roce_bandwidth_percent 40 + rdma_qos_default_bandwidth_percent 50 must add up to 100 (the NIC's ETS shares)"
+            f"all: rdma_qos_roce_bandwidth_percent 40 + rdma_qos_tcp_bandwidth_percent 25 + "
+            f"rdma_qos_default_bandwidth_percent 25 {SHARES}",
+            f"sw: nxos_roce_qos_roce_bandwidth_percent 40 + nxos_roce_qos_tcp_bandwidth_percent 25 + "
+            f"nxos_roce_qos_default_bandwidth_percent 25 {SHARES}",
         ],
+    ),
+    (
+        "qos-cluster-shares-not-100",
+        on_all("cluster_tcp_bandwidth_percent", 30),
+        [
+            f"all: cluster_roce_bandwidth_percent 50 + cluster_tcp_bandwidth_percent 30 + "
+            f"cluster_default_bandwidth_percent 25 {SHARES}"
+        ],
+    ),
+    (
+        # What a real run hands over: the role's and the switch's defaults repeat the cluster_* shares; one report.
+        "qos-shares-inherited-reported-once",
+        both(
+            on_all("cluster_tcp_bandwidth_percent", 30),
+            on_all("rdma_qos_tcp_bandwidth_percent", 30),
+            setv("sw", "nxos_roce_qos_tcp_bandwidth_percent", 30),
+        ),
+        [
+            f"all: cluster_roce_bandwidth_percent 50 + cluster_tcp_bandwidth_percent 30 + "
+            f"cluster_default_bandwidth_percent 25 {SHARES}"
+        ],
+    ),
+    (
+        "qos-host-tcp-shares-differ-from-switch",
+        both(on_all("rdma_qos_tcp_bandwidth_percent", 20), on_all("rdma_qos_default_bandwidth_percent", 30)),
+        [
+            "all: rdma_qos_tcp_bandwidth_percent 20 differs from sw's nxos_roce_qos_tcp_bandwidth_percent 25: host and "
+            "switch must agree",
+            "all: rdma_qos_default_bandwidth_percent 30 differs from sw's nxos_roce_qos_default_bandwidth_percent 25: "
+            "host and switch must agree",
+        ],
+    ),
+    (
+        "qos-share-type",
+        on_all("cluster_tcp_bandwidth_percent", 101),
+        ["all: cluster_tcp_bandwidth_percent must be an integer 0-100 (got 101)"],
+    ),
+    (
+        "qos-profile-choice",
+        on_all("cluster_qos_profile", "lossless"),
+        ["all: cluster_qos_profile must be one of dcqcn, pfc_only (got 'lossless')"],
+    ),
+    (
+        "qos-host-profile-differs-from-switch",
+        setv("sw", "nxos_roce_qos_profile", "pfc_only"),
+        ["all: rdma_qos_profile dcqcn differs from sw's nxos_roce_qos_profile pfc_only: host and switch must agree"],
+    ),
+    (
+        "qos-tcp-dscp-is-roce",
+        on_all("cluster_tcp_dscp", 26),
+        [f"all: cluster_tcp_dscp 26 equals cluster_roce_dscp: {TCP_NOT_ROCE}"],
+    ),
+    (
+        # The role's and the switch's defaults repeat the clash of the cluster_* values: reported there, once.
+        "qos-tcp-dscp-inherited-reported-once",
+        both(on_all("cluster_tcp_dscp", 26), on_all("rdma_qos_tcp_dscp", 26), setv("sw", "nxos_roce_qos_tcp_dscp", 26)),
+        [f"all: cluster_tcp_dscp 26 equals cluster_roce_dscp: {TCP_NOT_ROCE}"],
+    ),
+    (
+        "qos-host-tcp-dscp-is-cnp",
+        setv("n2", "rdma_qos_tcp_dscp", 48),
+        [
+            "n2: rdma_qos_tcp_dscp 48 equals rdma_qos_cnp_dscp: fabric TCP must not ride the CNPs' strict-priority "
+            "class",
+            "n2: rdma_qos_tcp_dscp 48 differs from sw's nxos_roce_qos_tcp_dscp 10: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-switch-tcp-dscp-in-roce-list",
+        both(setv("sw", "nxos_roce_qos_roce_dscp", [24, 26]), setv("sw", "nxos_roce_qos_tcp_dscp", 24)),
+        [
+            f"sw: nxos_roce_qos_tcp_dscp 24 is in nxos_roce_qos_roce_dscp [24, 26]: {TCP_NOT_ROCE}",
+            "all: rdma_qos_tcp_dscp 10 differs from sw's nxos_roce_qos_tcp_dscp 24: host and switch must agree",
+        ],
+    ),
+    (
+        "qos-host-tcp-dscp-type",
+        setv("n1", "rdma_qos_tcp_dscp", 64),
+        ["n1: rdma_qos_tcp_dscp must be an integer 0-63 (got 64)"],
+    ),
+    (
+        "qos-tcp-cos-is-cnp",
+        on_all("cluster_tcp_cos", 2),
+        ["all: cluster_tcp_cos 2 equals cluster_cnp_cos: fabric TCP must not ride the CNPs' strict-priority class"],
+    ),
+    (
+        "qos-host-tcp-priority-differs-from-switch",
+        setv("n1", "rdma_qos_tcp_priority", 4),
+        ["n1: rdma_qos_tcp_priority 4 differs from sw's nxos_roce_qos_tcp_qos_group 1: host and switch must agree"],
+    ),
+    (
+        "qos-tcp-dscp-differs-per-host",
+        setv("n1", "cluster_tcp_dscp", 12),
+        ["all: cluster_tcp_dscp differs between hosts (10, 12): the switch and every node must use one value"],
+    ),
+    (
+        "qos-tcp-lossless-type",
+        on_all("cluster_tcp_lossless", "maybe"),
+        ["all: cluster_tcp_lossless must be true or false (got 'maybe')"],
+    ),
+    (
+        "qos-qps-per-connection-0",
+        on_all("cluster_nccl_ib_qps_per_connection", 0),
+        ["all: cluster_nccl_ib_qps_per_connection must be an integer 1-128 (got 0)"],
     ),
     (
         "qos-cnp-cos-differs",
@@ -383,7 +521,7 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         on_all("cluster_cnp_dscp", 26),
         ["all: cluster_cnp_dscp 26 equals cluster_roce_dscp: CNPs need their own DSCP"],
     ),
-    ("nodrop-cos-9", on_all("cluster_nodrop_cos", 9), ["all: cluster_nodrop_cos must be an integer 0-7 (got 9)"]),
+    ("nodrop-cos-9", on_all("cluster_nodrop_cos", 9), ["all: cluster_nodrop_cos must be an integer 1-7 (got 9)"]),
     (
         "qos-differs-per-host",
         setv("n2", "cluster_roce_dscp", 24),
@@ -619,6 +757,22 @@ def test_bad_inventory_names_host_and_variable(change, expected) -> None:
     inv = good()
     change(inv)
     assert [str(p) for p in C.check(inv)] == expected
+
+
+def test_a_role_alone_sees_the_cluster_clash_its_defaults_repeat() -> None:
+    """cluster_cnp_cos on the no-drop CoS, as a real run hands it over: the host's and the switch's defaults repeat
+    it. Reported once, under cluster_*; rdma_qos used alone (its own variables only) still fails on it."""
+    inv = good()
+    both(
+        on_all("cluster_cnp_cos", 3), on_all("rdma_qos_cnp_priority", 3), setv("sw", "nxos_roce_qos_cnp_qos_group", 3)
+    )(inv)
+    clash = "all: cluster_cnp_cos 3 equals cluster_nodrop_cos: CNPs need their own strict-priority class"
+    assert [str(p) for p in C.check(inv)] == [
+        clash,
+        "sw: nxos_roce_qos_cnp_qos_group must differ from nxos_roce_qos_nodrop_cos (3)",  # the switch's own rules
+    ]
+    assert [str(p) for p in C.check(inv, ("rdma_qos_",))] == [clash]
+    assert [str(p) for p in C.check(inv, ("common_",))] == []
 
 
 def test_every_error_at_once() -> None:

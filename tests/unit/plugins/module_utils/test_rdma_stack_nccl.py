@@ -219,6 +219,10 @@ def test_transport_checks_on_an_empty_log() -> None:
     ("local", "env"),
     [
         ({"rdma_qos": {"nccl_env": {"NCCL_IB_TC": 106}, "mark_tcp": True}}, {"NCCL_IB_TC": 106}),
+        (
+            {"rdma_qos": {"nccl_env": {"NCCL_IB_TC": "104", "NCCL_IB_QPS_PER_CONNECTION": "4"}}},
+            {"NCCL_IB_TC": "104", "NCCL_IB_QPS_PER_CONNECTION": "4"},
+        ),
         ({"rdma_qos": {"nccl_env": {"NCCL_IB_SL": 3}}}, {"NCCL_IB_SL": 3}),
         ({"rdma_qos": {"nccl_env": {}}}, {}),  # a fact without a class for NCCL
         ({"other": {}}, {}),  # rdma_qos never ran on this host
@@ -232,3 +236,5 @@ def test_qos_env_from_the_local_facts(local, env) -> None:
     assert N.nccl_env({"hca": "mlx5_0", "port": 1, "gid_index": 3}, N.qos_env(local), "ens1") == {
         "NCCL_SOCKET_IFNAME": "=ens1", "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_GID_INDEX": "3",
         **{k: str(v) for k, v in env.items()}}  # fmt: skip
+    fact = N.qos_fact(local)
+    assert fact == ((local or {}).get("rdma_qos") or {}) and N.qos_env(local) == dict(fact.get("nccl_env") or {})
