@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_plan import parse
+
 DOCUMENTATION = """
 name: nxos_roce_qos_postcheck
 short_description: Check NX-OS show output against the nxos_roce_qos policy
@@ -47,19 +49,16 @@ def nxos_roce_qos_speed_policies(interfaces, table, default_speed, prefix):
 
 
 def _tree(text):
-    """Indented config text -> {line: subtree}, comments and blank lines dropped."""
-    root = {}
-    stack = [(-1, root)]
-    for raw in str(text).splitlines():
-        line = raw.rstrip()
-        if not line.strip() or line.lstrip().startswith("!"):
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        while stack[-1][0] >= indent:
-            stack.pop()
-        node = stack[-1][1].setdefault(line.strip(), {})
-        stack.append((indent, node))
-    return root
+    """`show running-config` -> {line: subtree}, read by the diff engine's parser (one parser for the
+    plan and the post-check); the first of two equal lines wins."""
+
+    def nested(nodes):
+        out = {}
+        for node in nodes:
+            out.setdefault(node.line, nested(node.children))
+        return out
+
+    return nested(parse(text))
 
 
 def _block(tree, *path):
