@@ -30,13 +30,20 @@ def _check_golden(rendered: str, golden_name: str) -> None:
 
 
 def test_rendered_policy_matches_the_golden_files(tmp_path):
-    """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch and
-    without starting an `ansible-connection` process (the missing-password test below shows that a task
-    of the switch action does start one, in the same kind of socket directory)."""
+    """Default variables (lab inventory: two nodes, profile dcqcn, fabric TCP in its own lossy class), the
+    same in profile pfc_only (no ECN marking, no per-speed policies) and a non-default set (TCP in the
+    lossless class, a 300 m pause buffer), rendered without a switch and without starting an
+    `ansible-connection` process (the missing-password test below shows that a task of the switch
+    action does start one, in the same kind of socket directory)."""
     custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
     unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
     inventory = write_inventory(
-        tmp_path / "inv", {"sw-default": dict(unreachable), "sw-custom": {**unreachable, **custom}}
+        tmp_path / "inv",
+        {
+            "sw-default": dict(unreachable),
+            "sw-pfc-only": {**unreachable, "cluster_qos_profile": "pfc_only"},
+            "sw-custom": {**unreachable, **custom},
+        },
     )
     sockets = tmp_path / "pc"  # where an ansible-connection process would put its socket
     run = run_playbook(
@@ -49,6 +56,7 @@ def test_rendered_policy_matches_the_golden_files(tmp_path):
     assert run.rc == 0, run.explain()
     assert not sockets.exists(), "review-only render started an ansible-connection process"
     _check_golden((tmp_path / "render" / "sw-default.cfg").read_text(), "golden-default.cfg")
+    _check_golden((tmp_path / "render" / "sw-pfc-only.cfg").read_text(), "golden-pfc-only.cfg")
     _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
 
 
@@ -223,7 +231,13 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     nq = commands.index("policy-map type network-qos QOS_NETWORK")
     assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
     assert "class-map type qos match-any CNP" in commands
-    assert commands[:3] == ["policy-map type qos QOS_MARKING", "no class RDMA", "no class-map type qos match-all RDMA"]
+    # The live match-all class-map RDMA is replaced make before break (the plan's tests replay it line by line).
+    assert commands[:3] == ["class-map type qos match-any RDMA_mbb", "match dscp 26", "policy-map type qos QOS_MARKING"]
+    assert (
+        commands.index("class RDMA_mbb")
+        < commands.index("no class RDMA")
+        < commands.index("no class-map type qos match-all RDMA")
+    )
     assert "service-policy type network-qos QOS_NETWORK" in commands
     running = emu.running()
     assert "2240" not in running
