@@ -184,7 +184,7 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
     plan = run.result("lab-switch", "push | Show the configuration commands")
     assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
     assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
-    planned = run.result("lab-switch", "push | Plan and apply the commands")
+    planned = run.result("lab-switch", "push | Plan, checkpoint, push and verify")
     assert "rolled_back" not in planned and "saved" not in planned, "check mode stops after the plan"
     assert planned["diff"]["after"].startswith("priority-flow-control watch-dog-interval on\n")
     assert "+system qos\n+  service-policy type network-qos ROCE_NETWORK_QOS\n" in planned["unified_diff"]
@@ -262,7 +262,8 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
 def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emulator, switch_run):
     """A release without `show interface priority-flow-control` and a bootflash that refuses `delete`:
     the policy is applied and saved, the PFC state is reported as not verified, the stale checkpoint
-    file is named in a warning of the task (printed as `[WARNING]` at any verbosity) with how to delete it."""
+    file is named in a warning of the task (printed as `[WARNING]` at any verbosity) with how to delete it.
+    The next changed run keeps that file (never overwritten), checkpoints beside it and says so."""
     emu = start_emulator(extra=["--unsupported", "show interface priority-flow-control", "--unsupported", "delete"])
     run = switch_run(emu)
     assert run.rc == 0, run.explain()
@@ -271,15 +272,28 @@ def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emu
     assert any("priority-flow-control" in item for item in result["unverified"]), result
     assert not any(c["name"].startswith("interface_pfc_oper") for c in result["checks"])
     assert result["warnings"] == ["checkpoint file bootflash:nxos_roce_qos.ckpt was not deleted"]
-    converge = run.result("lab-switch", "push | Plan and apply the commands")
-    assert converge["delete_error"].startswith("delete bootflash:nxos_roce_qos.ckpt no-prompt ^ % Invalid command")
+    finish = run.result("lab-switch", "finish | Save or roll back over the connection phase 1 left open")
+    assert finish["delete_error"].startswith("delete bootflash:nxos_roce_qos.ckpt no-prompt ^ % Invalid command")
     assert any(
         "could not delete the checkpoint file bootflash:nxos_roce_qos.ckpt" in w
         and "delete bootflash:nxos_roce_qos.ckpt no-prompt" in w
-        for w in converge["warnings"]
-    ), converge["warnings"]
+        for w in finish["warnings"]
+    ), finish["warnings"]
     assert "service-policy type queuing output ROCE_QUEUING" in emu.running()
     assert list(emu.state()["files"]) == ["bootflash:nxos_roce_qos.ckpt"]
+    left = emu.state()["files"]["bootflash:nxos_roce_qos.ckpt"]
+
+    again = switch_run(emu, extra_vars={"nxos_roce_qos_mtu": 9000})
+    assert again.rc == 0, again.explain()
+    stage = again.result("lab-switch", "push | Plan, checkpoint, push and verify")
+    assert stage["checkpoint"] == "bootflash:nxos_roce_qos-1.ckpt", stage
+    assert any(
+        "the checkpoint file bootflash:nxos_roce_qos.ckpt was left by an earlier run" in w
+        and "this run checkpoints to bootflash:nxos_roce_qos-1.ckpt" in w
+        for w in stage["warnings"]
+    ), stage["warnings"]
+    assert emu.state()["files"]["bootflash:nxos_roce_qos.ckpt"] == left, "never overwritten"
+    assert sorted(emu.state()["files"]) == ["bootflash:nxos_roce_qos-1.ckpt", "bootflash:nxos_roce_qos.ckpt"]
 
 
 def test_leaf_and_spine_converge_in_one_run_with_the_same_policy(start_emulator, tmp_path):
