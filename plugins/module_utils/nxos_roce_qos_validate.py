@@ -85,6 +85,14 @@ REQUIRED = (
     "nxos_roce_qos_pfc_cable_length_m",
 )
 
+MISSING_HINT = "the role's defaults/main.yml sets it, from the shared cluster_* values where it has one"
+# Defaults read from another variable: where to look when they come out empty.
+MISSING_HINTS = {
+    var: "its default is the nxos_roce_qos_ecn_thresholds_by_speed row of nxos_roce_qos_port_speed: give that "
+    "speed a row, or set it"
+    for var in ("nxos_roce_qos_ecn_min_threshold_kbytes", "nxos_roce_qos_ecn_max_threshold_kbytes")
+}
+
 
 def as_int(value, low, high, even=False):
     """The value as an int if it is an integer (or a digit string) in [low, high], else None."""
@@ -231,7 +239,7 @@ def nxos_roce_qos_validate(values):
 
     missing = [var for var in REQUIRED if values.get(var) is None]
     for var in missing:
-        bad(var, "is not set (the role's defaults/main.yml sets it, from the shared cluster_* values where it has one)")
+        bad(var, f"is not set ({MISSING_HINTS.get(var, MISSING_HINT)})")
     if missing:
         return problems  # every rule below reads these values
 

@@ -86,6 +86,13 @@ BAD_VALUES = {
     "bad-scheme": ({"nxos_roce_qos_queue_scheme": "16q"}, "nxos_roce_qos_queue_scheme"),
     "bad-type": ({"nxos_roce_qos_cnp_qos_group": "high"}, "nxos_roce_qos_cnp_qos_group"),
     "bad-bandwidth": ({"nxos_roce_qos_roce_bandwidth_percent": 80}, "nxos_roce_qos_roce_bandwidth_percent"),
+    "bad-profile": ({"cluster_qos_profile": "dctcp"}, "nxos_roce_qos_profile"),
+    "tcp-in-the-roce-class": ({"cluster_tcp_dscp": 26}, "nxos_roce_qos_tcp_dscp"),
+    "long-cable-no-headroom": ({"nxos_roce_qos_pfc_cable_length_m": 300}, "nxos_roce_qos_pfc_pause_buffer"),
+    "description-spaces": (
+        {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "node1  rdma0"}]},
+        "nxos_roce_qos_interfaces",
+    ),
     # Injection: a line break in a rendered value would start a second, top-level config command.
     "inject-description": (
         {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "node1\nno system qos"}]},

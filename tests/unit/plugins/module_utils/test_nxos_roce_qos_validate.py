@@ -345,3 +345,8 @@ def test_tcp_values_are_not_rendered_and_not_checked_when_tcp_shares_the_lossles
 def test_a_long_cable_with_its_pause_buffer_passes():
     buffer = {"buffer_size": 101920, "pause_threshold": 46800, "resume_threshold": 34320}
     assert problems(nxos_roce_qos_pfc_cable_length_m=300, nxos_roce_qos_pfc_pause_buffer=buffer) == []
+
+
+def test_an_ecn_threshold_without_a_row_for_the_port_speed_says_where_its_default_comes_from():
+    found = problems(nxos_roce_qos_ecn_min_threshold_kbytes=None)
+    assert found[0]["msg"].startswith("nxos_roce_qos_ecn_min_threshold_kbytes: is not set (its default is the")
