@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -23,6 +24,14 @@ def _write(path: Path | None, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from exc
+    return text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -50,6 +59,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="COMMAND",
         help="an exec command this switch lacks (e.g. 'show interface priority-flow-control'); repeatable",
+    )
+    parser.add_argument(
+        "--reject-config",
+        action="append",
+        type=_regex,
+        default=[],
+        metavar="REGEX",
+        help="refuse every config line that matches REGEX (whole line) with an ERROR, as a switch refuses a "
+        "line it cannot apply; repeatable",
     )
     parser.add_argument("--startup-config", type=Path, help="config text to boot with (no state file yet)")
     parser.add_argument("--host-key", type=Path, help="RSA host key; generated (and saved here) if missing")
@@ -100,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         command_log=command_log,
         counters_file=counters_file,
         unsupported=tuple(args.unsupported),
+        reject=tuple(args.reject_config),
     )
     startup = args.startup_config.read_text() if args.startup_config else None
     device.boot(startup)

@@ -133,6 +133,7 @@ _CHILD_RANK = [
     "set ",
     "mtu ",
     "speed ",
+    "pause buffer-size ",
     "pause ",
     "bandwidth ",
     "priority ",
@@ -147,9 +148,12 @@ _CHILD_RANK = [
 ]
 
 
+_DEFAULT_CLASS = re.compile(r"class (class-default|type (queuing|network-qos) c-\S*-default)")
+
+
 def _child_rank(node: Node) -> int:
-    if node.text == "class class-default":
-        return len(_CHILD_RANK) + 1  # NX-OS keeps class-default last in a policy
+    if _DEFAULT_CLASS.fullmatch(node.text):
+        return len(_CHILD_RANK) + 1  # NX-OS keeps the default class last in a policy
     if node.children:
         return len(_CHILD_RANK)
     for rank, prefix in enumerate(_CHILD_RANK):

@@ -63,6 +63,9 @@ class Device:
     # Exec commands this "release" lacks (prefixes, full words): answered `% Invalid command`, to test
     # how a caller copes with an older or smaller NX-OS.
     unsupported: tuple[str, ...] = ()
+    # Config lines this switch refuses (regular expressions matched against the whole line), answered
+    # with an `ERROR:` as a switch answers a line it cannot apply: to test a push that fails halfway.
+    reject: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.lock = threading.RLock()
@@ -503,6 +506,9 @@ class Session:
             return self._exec(line.split(None, 1)[1], from_config=True)
         if first in ("show", "sho", "sh"):
             return self._exec(line, from_config=True)
+        for pattern in self.device.reject:
+            if re.fullmatch(pattern, line.strip()):
+                raise CliError(f"ERROR: {line.strip()}: refused by this switch (lab.nxos_emu --reject-config)")
         before = self.device.body_text(self.device.running)
         stack = grammar.apply_line(self._stack(), line)
         self.mode_keys = [n.key for n in stack[1:]]
@@ -635,7 +641,12 @@ class Session:
         # dir
         args.try_kw("bootflash:")
         args.end()
-        out = [f"       {len(text):>8}    {dev.startup_saved}  {name}" for name, text in sorted(dev.files.items())]
+        # As NX-OS lists bootflash: size, date, the file's name as the last word.
+        stamp = dev.booted.strftime("%b %d %H:%M:%S %Y")
+        out = [
+            f"  {len(text):>9}    {stamp}  {name.removeprefix('bootflash:')}"
+            for name, text in sorted(dev.files.items())
+        ]
         return [*out, "", "Usage for bootflash://sup-local", " 1010778112 bytes used", "115805356 bytes free"]
 
     def _emulator(self, args: grammar.Args) -> list[str]:

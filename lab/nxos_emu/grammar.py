@@ -46,6 +46,8 @@ SYSTEM_POLICIES = {
     "qos": set(),
 }
 BREAKOUT_MAPS = {"10g-4x": 4, "25g-4x": 4, "50g-2x": 2, "100g-4x": 4, "100g-2x": 2}
+# Bytes a `pause buffer-size` value may take (assumed: the emulator's bound, not a Cisco range).
+PAUSE_BUFFER_MAX = 16 * 1024 * 1024
 
 
 class CliError(Exception):
@@ -600,6 +602,28 @@ def _pmap_c_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | Non
         args.end()
         node.set_leaf("mtu", f"mtu {mtu}")
         return None
+    if cmd == "pause" and args.try_kw("buffer-size"):
+        # PFC headroom of the no-drop class: `pause buffer-size B pause-threshold P resume-threshold R`
+        # (bytes), one setting that a new line replaces. Assumed: the range and that resume <= pause <= size.
+        key = "pause buffer-size"
+        if negate:
+            args.pos = len(args.tokens)
+            node.remove(key)
+            return None
+        size = args.number(1, PAUSE_BUFFER_MAX)
+        args.kw("pause-threshold")
+        pause = args.number(1, PAUSE_BUFFER_MAX)
+        args.kw("resume-threshold")
+        tok = args.peek()
+        resume = args.number(1, PAUSE_BUFFER_MAX)
+        args.end()
+        if not resume <= pause <= size:
+            raise CliError(
+                "% Invalid value, resume-threshold <= pause-threshold <= buffer-size at '^' marker.",
+                tok.col if tok else None,
+            )
+        node.set_leaf(key, f"pause buffer-size {size} pause-threshold {pause} resume-threshold {resume}")
+        return None
     if cmd == "pause":
         args.kw("pfc-cos")
         key = "pause pfc-cos"
@@ -622,6 +646,12 @@ def _pmap_c_nqos(root: Node, node: Node, args: Args, negate: bool) -> Node | Non
     return None
 
 
+def _share(cls: Node) -> int:
+    """The `bandwidth remaining percent` of a queuing class (0 without one)."""
+    line = cls.find("bandwidth")
+    return int(line.text.rsplit(" ", 1)[1]) if line is not None else 0
+
+
 def _pmap_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None:
     return _system_class(node, args, negate, "queuing", QUEUE_CLASSES, "pmap-c-que")
 
@@ -639,6 +669,13 @@ def _pmap_c_que(root: Node, node: Node, args: Args, negate: bool) -> Node | None
         args.end()
         if node.find("priority") is not None:
             raise CliError(MUTEX.format("priority"))
+        # Assumed: the shares of one queuing policy may never add up to more than 100 %.
+        policy = next(p for p in root.children if any(c is node for c in p.children))
+        others = sum(_share(c) for c in policy.children if c is not node)
+        if others + value > 100:
+            raise CliError(
+                f"ERROR: bandwidth remaining percent of the policy-map would add up to {others + value} (max 100)"
+            )
         node.set_leaf("bandwidth", f"bandwidth remaining percent {value}")
         return None
     if cmd == "priority":

@@ -1,11 +1,11 @@
 """Action: the role's conversation with one Nexus over the task's persistent network_cli connection.
 
 Every call is JSON-RPC to the host's `ansible-connection` (cliconf `run_commands`, `edit_config`,
-`set_cli_prompt_context`), made from this controller process: no module is packaged or started. One task
-(one call of this action) does the whole run for a switch, because ansible-core starts a fresh
-`ansible-connection` process (a Python interpreter importing ansible: ~0.6 s of CPU) for every task that
-uses a persistent connection, even when the connection is already up; with separate plan and apply tasks
-that was a second start per changed switch, the largest per-switch cost of a fabric run. The logic is
+`set_cli_prompt_context`), made from this controller process: no module is packaged or started. A task
+that uses a persistent connection costs a fresh `ansible-connection` process (a Python interpreter
+importing ansible: ~0.6 s of CPU) even when the connection is already up, so a switch's run is one task
+of this action, plus, only for a switch that changed, the finishing task of
+plugins/action/nxos_roce_qos_finish.py, which reuses the connection this task left open. The logic is
 plain, tested Python:
 
 1. Writes the rendered intent (`intent_text`, from the task's `template` lookup) to its file, checks
@@ -15,11 +15,14 @@ plain, tested Python:
    `--diff` before/after and the fact `nxos_roce_qos_result`. Up to here only show commands are sent.
 2. Nothing to send, or check mode: reports that read (a converged switch must pass its post-check,
    except in check mode, where it is reported, not enforced); nothing else is sent.
-3. Otherwise the transaction (`apply` in the session module): checkpoint, optional backup, the planned
-   commands, post-check read and verdict, save; rollback to the checkpoint on any failure; checkpoint
-   delete, a refused delete returned as `delete_error` and as a warning naming the file. Fails with the
-   step and the switch's message; `rolled_back` says whether the running config is back at the
-   checkpoint.
+3. Otherwise phase 1 of the fabric's transaction (`stage` in the session module): checkpoint (beside,
+   never over, a file an earlier run left), optional backup, the planned commands, post-check read and
+   verdict. Nothing is saved. A failure rolls this switch back at once and fails the task with the
+   step and the switch's message. The result's `transaction` ({ok, staged, reason}) is what the
+   fabric's verdict reads; `checkpoint` and `socket_path` are what phase 2 needs.
+
+With `finish` (phase 2 over a new connection, when the one phase 1 left has gone idle and closed):
+the fabric's verdict from every switch's `transaction`, then save or roll back, and delete the checkpoint.
 
 plugins/action/nxos_roce_qos_render.py (review only, `--tags nxos_roce_qos_render`) is this class
 without a connection: it only writes the intent, with the same code.
@@ -39,17 +42,19 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos imp
 
 DOCUMENTATION = """
 action: nxos_roce_qos_switch
-short_description: Read, plan, apply and verify the nxos_roce_qos policy over the persistent network_cli connection
+short_description: Read, plan, stage (checkpoint, push, verify) or finish the nxos_roce_qos policy over network_cli
 options:
-  intent: {description: Rendered intent file (controller), written from intent_text., required: true, type: path}
+  intent: {description: Rendered intent file (controller), written from intent_text., type: path}
   intent_text: {description: The rendered intent; written to intent (directories made)., type: str}
-  marking_policy: {description: Input qos policy that marks a port as the role's., required: true, type: str}
+  marking_policy: {description: Input qos policy that marks a port as the role's., type: str}
   queuing_policy: {description: System queuing policy (per-speed variants are the role's)., type: str}
   commands_file: {description: Where to write the planned commands indented under their parents., type: path}
-  expected: {description: What the post-check expects (__nxos_roce_qos_expected)., required: true, type: dict}
-  checkpoint_file: {description: Checkpoint file on the switch., required: true, type: str}
-  save: {description: Copy running to startup after a passed post-check., type: bool, default: true}
+  expected: {description: What the post-check expects (__nxos_roce_qos_expected)., type: dict}
+  checkpoint_file: {description: Checkpoint file on the switch., type: str}
   backup_dir: {description: Back up the running config there (controller) before the push., type: path}
+  finish:
+    description: Phase 2 instead (checkpoint, save, stages, fact as for nxos_roce_qos_finish).
+    type: dict
 """
 
 
@@ -95,19 +100,21 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        for name in ("intent", "marking_policy", "checkpoint_file"):
-            if not args.get(name):
-                raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
+        host = (task_vars or {}).get("inventory_hostname", "switch")
         socket_path = getattr(self._connection, "socket_path", None)
         if not socket_path:
             raise AnsibleActionFail(
                 "nxos_roce_qos_switch needs a persistent connection: set "
                 "ansible_connection: ansible.netcommon.network_cli for the switch"
             )
+        if args.get("finish"):
+            return self._finish(result, args["finish"], _Cli(socket_path, nxos_roce_qos_session), host)
+        for name in ("intent", "marking_policy", "checkpoint_file", "expected"):
+            if not args.get(name):
+                raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
         session = nxos_roce_qos_session
         postcheck = nxos_roce_qos_postcheck
-        expected = args.get("expected") or {}
-        host = (task_vars or {}).get("inventory_hostname", "switch")
+        expected = args["expected"]
         self._check_credentials(host)
         cli = _Cli(socket_path, session)
         try:
@@ -136,10 +143,13 @@ class ActionModule(ActionBase):
                 "nxos_roce_qos_result": _fact(checked, planned, changed=False, saved=False, check_mode=check_mode)
             }
             result["warnings"] = _warnings(checked, host)
-            if not planned["commands"] and not check_mode and not checked["passed"]:
-                result.update(failed=True, msg=f"Post-check failed: {session.failure_detail(checked)}")
+            ok = check_mode or checked["passed"]
+            reason = "" if ok else f"Post-check failed: {session.failure_detail(checked)}"
+            result["transaction"] = {"ok": ok, "staged": False, "reason": reason}
+            if not ok:
+                result.update(failed=True, msg=reason)
             return result
-        return self._apply(result, args, cli, session, postcheck, expected, host, planned)
+        return self._stage(result, args, cli, session, postcheck, expected, host, planned)
 
     def _write_intent(self, args, session) -> str:
         """The rendered intent, written to its controller file when `intent_text` is given (else read
@@ -160,50 +170,103 @@ class ActionModule(ActionBase):
                 "(the example inventory takes them from vault.yml)"
             )
 
-    def _apply(self, result, args, cli, session, postcheck, expected, host, planned):
+    def _stage(self, result, args, cli, session, postcheck, expected, host, planned):
         commands = list(planned["commands"])
-        checkpoint_file = args["checkpoint_file"]
         backup = None
         if args.get("backup_dir"):
 
             def backup(text: str) -> str:
                 return session.write_backup(args["backup_dir"], host, text)
 
-        outcome = session.apply(
+        outcome = session.stage(
             cli,
             commands,
-            checkpoint_file,
+            args["checkpoint_file"],
             lambda running, pfc: postcheck(running, pfc, expected),
-            save=bool(args.get("save", True)),
             backup=backup,
         )
+        failed = outcome["failed"]
         result.update(
             changed=outcome["pushed"] or outcome["rolled_back"],
-            failed=outcome["failed"],
-            msg=outcome["msg"] or f"{len(commands)} commands sent, post-check passed",
+            failed=failed,
+            msg=outcome["msg"]
+            or f"{len(commands)} commands sent, post-check passed; saved once every switch of the play passed",
             step=outcome["step"],
             rolled_back=outcome["rolled_back"],
-            saved=outcome["saved"],
-            delete_error=outcome["delete_error"],
+            checkpoint=None if failed else outcome["checkpoint"],
+            socket_path=self._connection.socket_path,
+            transaction={"ok": not failed, "staged": not failed, "reason": outcome["msg"] if failed else ""},
         )
-        warnings = []
-        if outcome["delete_error"]:
+        warnings = [
+            f"{host}: the checkpoint file {left} was left by an earlier run (its delete failed); it is kept, this "
+            f"run checkpoints to {outcome['checkpoint']}: look at it and delete it by hand: delete {left} no-prompt"
+            for left in outcome["leftovers"] or []
+        ]
+        if outcome["listing_error"]:
             warnings.append(
-                f"could not delete the checkpoint file {checkpoint_file} on {host} ({outcome['delete_error']}); "
-                f"delete it by hand: delete {checkpoint_file} no-prompt"
+                f"{host}: bootflash could not be listed ({outcome['listing_error']}): a checkpoint file "
+                f"{args['checkpoint_file']} left by an earlier run would have been overwritten"
             )
+        if outcome["delete_error"]:
+            warnings.append(_delete_warning(host, outcome["checkpoint"], outcome["delete_error"]))
         if outcome["backup_path"]:
             result["backup_path"] = outcome["backup_path"]
-        if outcome["postcheck"] is not None and not outcome["failed"]:
+        if not failed:
             checked = outcome["postcheck"]
-            fact = _fact(checked, planned, changed=True, saved=outcome["saved"], check_mode=False)
-            if outcome["delete_error"]:
-                fact["warnings"].append(f"checkpoint file {checkpoint_file} was not deleted")
+            fact = _fact(checked, planned, changed=True, saved=False, check_mode=False)
+            fact["warnings"] += [f"checkpoint file {left} left by an earlier run" for left in outcome["leftovers"]]
             result["ansible_facts"] = {"nxos_roce_qos_result": fact}
             warnings = _warnings(checked, host) + warnings
         if warnings:
             result["warnings"] = warnings
         return result
+
+    def _finish(self, result, args, cli, host):
+        """Phase 2: the fabric's verdict over every switch's phase-1 `transaction`, then save (all passed)
+        or roll back to the checkpoint, and delete it."""
+        for name in ("checkpoint", "stages"):
+            if not args.get(name):
+                raise AnsibleActionFail(f"nxos_roce_qos finish: missing {name}")
+        session = nxos_roce_qos_session
+        decision = session.verdict(args["stages"])
+        save = bool(args.get("save", True))
+        done = session.finish(cli, args["checkpoint"], decision["commit"], save=save)
+        if not decision["commit"]:
+            why = "; ".join(f"{switch}: {reason}" for switch, reason in decision["failed"].items())
+            msg = (
+                f"the fabric's transaction failed ({why}): {host} was rolled back to {args['checkpoint']}"
+                if done["rolled_back"]
+                else f"the fabric's transaction failed ({why}); {done['msg'].lstrip('; ')}"
+            )
+        elif done["failed"]:
+            msg = f"{done['msg']}; {host} alone was rolled back (the other switches keep their saved change)"
+        else:
+            msg = "every switch of the play passed: " + (
+                "saved to startup" if done["saved"] else "not saved (nxos_roce_qos_save is false)"
+            )
+        result.update(
+            changed=True,
+            failed=done["failed"] or not decision["commit"],
+            msg=msg,
+            saved=done["saved"],
+            rolled_back=done["rolled_back"],
+            delete_error=done["delete_error"],
+            transaction=decision,
+        )
+        fact = dict(args.get("fact") or {})
+        fact.update(saved=done["saved"], rolled_back=done["rolled_back"], transaction=decision)
+        if done["delete_error"]:
+            fact["warnings"] = [*fact.get("warnings", []), f"checkpoint file {args['checkpoint']} was not deleted"]
+            result["warnings"] = [_delete_warning(host, args["checkpoint"], done["delete_error"])]
+        result["ansible_facts"] = {"nxos_roce_qos_result": fact}
+        return result
+
+
+def _delete_warning(host: str, checkpoint: str, error: str) -> str:
+    return (
+        f"could not delete the checkpoint file {checkpoint} on {host} ({error}); "
+        f"delete it by hand: delete {checkpoint} no-prompt"
+    )
 
 
 def _fact(checked: dict, planned: dict, changed: bool, saved: bool, check_mode: bool) -> dict:

@@ -1027,6 +1027,14 @@ NXOS_RENDERED = (
     "nxos_roce_qos_class_match",
     "nxos_roce_qos_default_qos_group",
     "nxos_roce_qos_pfc_mode",
+    "nxos_roce_qos_profile",
+    "nxos_roce_qos_tcp_class",
+    "nxos_roce_qos_tcp_dscp",
+    "nxos_roce_qos_tcp_qos_group",
+    "nxos_roce_qos_tcp_bandwidth_percent",
+    "nxos_roce_qos_tcp_lossless",
+    "nxos_roce_qos_pfc_cable_length_m",
+    "nxos_roce_qos_pfc_pause_buffer",
 )
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_plan import parse
+
 DOCUMENTATION = """
 name: nxos_roce_qos_postcheck
 short_description: Check NX-OS show output against the nxos_roce_qos policy
@@ -26,9 +28,10 @@ def speed_label(mbps: int) -> str:
 
 
 def nxos_roce_qos_speed_policies(interfaces, table, default_speed, prefix):
-    """One queuing policy per port speed in use: {"policies": [{name, speed, min_kbytes, max_kbytes}]
-    (ascending speed), "ports": {port: policy name}}. A port without `speed` has `default_speed`.
-    The values were validated before (nxos_roce_qos_validate), so a missing row is a KeyError."""
+    """One queuing policy per port speed in use: {"policies": [{name, speed, label, min_kbytes, max_kbytes,
+    source}] (ascending speed), "ports": {port: policy name}}. A port without `speed` has `default_speed`;
+    `source` is the row's (where its numbers come from, rendered as a comment). The values were
+    validated before (nxos_roce_qos_validate), so a missing row is a KeyError."""
     rows = {int(speed): row for speed, row in (table or {}).items()}
     policies = {}
     ports = {}
@@ -39,27 +42,26 @@ def nxos_roce_qos_speed_policies(interfaces, table, default_speed, prefix):
         policies[speed] = {
             "name": name,
             "speed": speed,
+            "label": speed_label(speed),
             "min_kbytes": int(row["min_kbytes"]),
             "max_kbytes": int(row["max_kbytes"]),
+            "source": row["source"],
         }
         ports[item["name"]] = name
     return {"policies": [policies[speed] for speed in sorted(policies)], "ports": ports}
 
 
 def _tree(text):
-    """Indented config text -> {line: subtree}, comments and blank lines dropped."""
-    root = {}
-    stack = [(-1, root)]
-    for raw in str(text).splitlines():
-        line = raw.rstrip()
-        if not line.strip() or line.lstrip().startswith("!"):
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        while stack[-1][0] >= indent:
-            stack.pop()
-        node = stack[-1][1].setdefault(line.strip(), {})
-        stack.append((indent, node))
-    return root
+    """`show running-config` -> {line: subtree}, read by the diff engine's parser (one parser for the
+    plan and the post-check); the first of two equal lines wins."""
+
+    def nested(nodes):
+        out = {}
+        for node in nodes:
+            out.setdefault(node.line, nested(node.children))
+        return out
+
+    return nested(parse(text))
 
 
 def _block(tree, *path):
@@ -88,15 +90,22 @@ def _class_map(tree, name):
     return None
 
 
+def _expand(values):
+    """`24,26` or `24-26` -> {24, 26} / {24, 25, 26} (NX-OS value lists)."""
+    out = set()
+    for part in values.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (high or low).isdigit():
+            out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
 def _dscp_values(block):
     """All DSCP values of every `match dscp` line of a class-map, and the lines."""
     lines = [line for line in block or {} if line.startswith("match dscp ")]
     values = set()
     for line in lines:
-        for part in line.split(" ", 2)[2].split(","):
-            low, _, high = part.partition("-")
-            if low.isdigit():
-                values.update(range(int(low), int(high or low) + 1))
+        values |= _expand(line.split(" ", 2)[2])
     return values, lines
 
 
@@ -146,43 +155,74 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         values == {int(expected["cnp_dscp"])} and len(lines) == 1,
         f"class-map {expected['cnp_class']} matches exactly DSCP {int(expected['cnp_dscp'])} (found {lines})",
     )
+    tcp = expected.get("tcp") or None  # the fabric TCP class, when it has its own (lossy) one
+    if tcp:
+        values, lines = _dscp_values(_class_map(tree, tcp["class"]))
+        check(
+            "tcp_classification",
+            values == {int(tcp["dscp"])} and len(lines) == 1,
+            f"class-map {tcp['class']} matches exactly DSCP {int(tcp['dscp'])} (found {lines})",
+        )
 
     marking = _block(tree, f"policy-map type qos {expected['marking_policy']}") or {}
     roce_set = f"set qos-group {nodrop}" in (marking.get(f"class {expected['roce_class']}") or {})
     cnp_set = f"set qos-group {cnp_group}" in (marking.get(f"class {expected['cnp_class']}") or {})
+    tcp_set = not tcp or f"set qos-group {int(tcp['qos_group'])}" in (marking.get(f"class {tcp['class']}") or {})
     default_group = expected.get("default_qos_group")
     default_set = default_group in (None, "") or f"set qos-group {int(default_group)}" in (
         marking.get("class class-default") or {}
     )
     check(
         "marking_policy",
-        roce_set and cnp_set and default_set,
+        roce_set and cnp_set and tcp_set and default_set,
         f"{expected['marking_policy']}: RoCE -> qos-group {nodrop}, CNP -> qos-group {cnp_group}"
+        + (f", fabric TCP -> qos-group {int(tcp['qos_group'])}" if tcp else "")
         + ("" if default_group in (None, "") else f", class-default -> qos-group {int(default_group)}"),
     )
 
-    nq = (
-        _block(
-            tree,
-            f"policy-map type network-qos {expected['network_policy']}",
-            f"class type network-qos {expected['network_class']}",
-        )
-        or {}
+    network = _block(tree, f"policy-map type network-qos {expected['network_policy']}") or {}
+    nq = network.get(f"class type network-qos {expected['network_class']}") or {}
+    buffer = expected.get("pause_buffer") or None
+    headroom = (
+        f"pause buffer-size {int(buffer['buffer_size'])} pause-threshold {int(buffer['pause_threshold'])} "
+        f"resume-threshold {int(buffer['resume_threshold'])}"
+        if buffer
+        else None
     )
     check(
         "nodrop_class",
-        f"pause pfc-cos {nodrop}" in nq and f"mtu {mtu}" in nq,
-        f"{expected['network_class']} has `pause pfc-cos {nodrop}` and `mtu {mtu}` (found {sorted(nq)})",
+        f"pause pfc-cos {nodrop}" in nq and f"mtu {mtu}" in nq and (headroom is None or headroom in nq),
+        f"{expected['network_class']} has `pause pfc-cos {nodrop}` and `mtu {mtu}`"
+        + (f" and `{headroom}`" if headroom else "")
+        + f" (found {sorted(nq)})",
     )
 
     queuing = _block(tree, f"policy-map type queuing {expected['queuing_policy']}") or {}
     roce_q = queuing.get(f"class type queuing {expected['roce_queue']}") or {}
     ecn = _find(roce_q, "random-detect ")
-    check(
-        "roce_queue_ecn",
-        ecn is not None and ecn.endswith(" ecn"),
-        f"{expected['roce_queue']} marks ECN with WRED (found {ecn})",
-    )
+    if expected["profile"] == "dcqcn":
+        check(
+            "roce_queue_ecn",
+            ecn is not None and ecn.endswith(" ecn"),
+            f"{expected['roce_queue']} marks ECN with WRED (found {ecn})",
+        )
+    else:
+        check(
+            "roce_queue_no_ecn",
+            ecn is None,
+            f"{expected['roce_queue']} has no WRED/ECN (profile pfc_only: PFC alone; found {ecn})",
+        )
+    if tcp:
+        tcp_q = queuing.get(f"class type queuing {tcp['queue']}") or {}
+        share = _find(tcp_q, "bandwidth remaining percent ")
+        tcp_nq = network.get(f"class type network-qos {tcp['network_class']}") or {}
+        paused = _expand((_find(nq, "pause pfc-cos ") or "pause pfc-cos ").split(" ", 2)[2])
+        lossy = _find(tcp_nq, "pause") is None and int(tcp["qos_group"]) not in paused
+        check(
+            "tcp_queue_lossy",
+            share is not None and share != "bandwidth remaining percent 0" and lossy,
+            f"{tcp['queue']} (fabric TCP) has a bandwidth share and no PFC (found {share}, {sorted(tcp_nq)})",
+        )
     check(
         "roce_queue_not_strict_priority",
         _find(roce_q, "priority") is None and _find(roce_q, "bandwidth remaining percent") is not None,
@@ -235,15 +275,17 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         watchdog_ok = not expected.get("pfc_watchdog_per_port") or (
             block is not None and "priority-flow-control watch-dog-interval on" in block
         )
+        # dcqcn: the port's own queuing policy (ECN thresholds of its speed); pfc_only: none of its own.
         queuing_policy = port_policies.get(name)
-        queuing_ok = queuing_policy is None or (
-            block is not None and f"service-policy type queuing output {queuing_policy}" in block
+        port_queuing = _find(block, "service-policy type queuing output ")
+        queuing_ok = port_queuing == (
+            f"service-policy type queuing output {queuing_policy}" if queuing_policy else None
         )
         # The port's `speed` line (absent when it auto-negotiates) against the speed its ECN
         # thresholds were chosen for.
         want_speed = int(item.get("speed") or expected.get("port_speed") or 0)
         speed_line = _find(block, "speed ")
-        if speed_line and want_speed and speed_line != f"speed {want_speed}":
+        if queuing_policy and speed_line and want_speed and speed_line != f"speed {want_speed}":
             warnings.append(
                 f"{name} is configured with `{speed_line}` but its ECN thresholds are those of speed "
                 f"{want_speed} (set `speed` in its nxos_roce_qos_interfaces item)"

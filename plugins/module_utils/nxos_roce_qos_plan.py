@@ -36,6 +36,7 @@ SINGLE_VALUED = (
     "service-policy type queuing output",
     "set qos-group",
     "pause pfc-cos",
+    "pause buffer-size",
     "bandwidth",
     "priority",
     "random-detect",
@@ -125,7 +126,12 @@ def diff_children(
     by_key = {key(n.line): n for n in running}
     wanted_keys = {key(n.line) for n in wanted}
     owned = [n for n in running if _owned(header, n.line, wanted_keys)]
-    commands = [(depth, f"no {n.line}") for n in owned if key(n.line) not in wanted_keys]
+    removed = [n for n in owned if key(n.line) not in wanted_keys]
+    # A class leaves a policy only after the classes that replace it are in (make before break: a
+    # packet is never unclassified), except in a queuing policy, where a removed class first frees
+    # its share. Other lines go first: a value replaced in place may need the old line gone.
+    last = [n for n in removed if n.line.startswith("class ") and not header.startswith("policy-map type queuing ")]
+    commands = [(depth, f"no {n.line}") for n in removed if n not in last]
     after = [n for n in running if n not in owned]
     leaves = [w for w in wanted if not w.children]
     blocks = [w for w in wanted if w.children]
@@ -134,40 +140,82 @@ def diff_children(
         if have is None or have.line != want.line or have.children:
             commands.append((depth, want.line))
         after.append(want)
+    changes = []  # (grows, commands) of each child block
     for want in blocks:
         have = by_key.get(key(want.line))
         if have is None:
-            commands += flatten(want, depth)
+            changes.append((_share(want) > 0, flatten(want, depth)))
             after.append(want)
             continue
         sub, sub_after = diff_children(want.line, have.children, want.children, depth + 1)
         if sub or have.line != want.line:
-            commands += [(depth, want.line), *sub]
+            changes.append((_share(want) > _share(have), [(depth, want.line), *sub]))
         merged = Node(want.line)
         merged.children = sub_after
         after.append(merged)
+    # In a queuing policy the shares that shrink go first: the policy never holds more than 100 % between
+    # two lines. Elsewhere the order is the intent's.
+    if header.startswith("policy-map type queuing "):
+        changes.sort(key=lambda change: change[0])
+    for _, block_commands in changes:
+        commands += block_commands
+    commands += [(depth, f"no {n.line}") for n in last]
     return commands, after
 
 
-def _recreate_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[int, str]]:
-    """Commands that delete the class-maps whose match type differs from the intent (NX-OS cannot
-    change it in place) after taking their classes out of the qos policies that use them. `running`
-    is edited to match, so the rest of the plan re-creates the class-maps and re-adds the classes."""
+def _share(cls: Node) -> int:
+    """The `bandwidth remaining percent` of a queuing class (0 without one)."""
+    for child in cls.children:
+        if child.line.startswith("bandwidth remaining percent "):
+            return int(child.line.rsplit(" ", 1)[1])
+    return 0
+
+
+def _temporary_name(name: str, taken: set[str]) -> str:
+    """A class-map name beside `name` for the switch-over (40 characters at most, not in use)."""
+    temp, number = f"{name[:36]}_mbb", 1
+    while temp in taken:
+        temp, number = f"{name[:34]}_mbb{number}", number + 1
+    return temp
+
+
+def _replace_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[int, str]]:
+    """Commands that replace the class-maps whose match type differs from the intent (NX-OS cannot
+    change it in place), make before break: the intended class-map is built beside the old one under a
+    temporary name, every qos policy class of the old one gets a twin on it (same actions) before the
+    old class leaves; then the old class-map is replaced by the intended one under its own name, the
+    classes move back and the temporary one goes. At every line each policy classifies the traffic.
+    `running` is edited to match, so the rest of the plan sees the class-maps as intended."""
     commands: list[tuple[int, str]] = []
     by_key = {key(n.line): n for n in running}
+    taken = {n.line.split()[-1] for n in running if n.line.startswith("class-map ")}
     for want in intent:
         have = by_key.get(key(want.line))
         if not want.line.startswith("class-map ") or have is None or have.line == want.line:
             continue
         name = want.line.split()[-1]
-        for policy in running:
-            if not policy.line.startswith("policy-map type qos "):
-                continue
-            for cls in [c for c in policy.children if c.line == f"class {name}"]:
-                commands += [(0, policy.line), (1, f"no {cls.line}")]
-                policy.children.remove(cls)
-        commands.append((0, f"no {have.line}"))
-        running.remove(have)
+        users = [
+            (policy, cls)
+            for policy in running
+            if policy.line.startswith("policy-map type qos ")
+            for cls in policy.children
+            if cls.line == f"class {name}"
+        ]
+        temp = None
+        if users:
+            temp = _temporary_name(name, taken)
+            taken.add(temp)
+            commands += [(0, f"{want.line.rsplit(' ', 1)[0]} {temp}"), *((1, c.line) for c in want.children)]
+            for policy, cls in users:
+                commands += [(0, policy.line), (1, f"class {temp}"), *((2, c.line) for c in cls.children)]
+                commands.append((1, f"no {cls.line}"))
+        commands += [(0, f"no {have.line}"), *flatten(want)]
+        for policy, cls in users:
+            commands += [(0, policy.line), *flatten(cls, 1), (1, f"no class {temp}")]
+        if temp:
+            commands.append((0, f"no {want.line.rsplit(' ', 1)[0]} {temp}"))
+        have.line = want.line
+        have.children = [Node(c.line) for c in want.children]
     return commands
 
 
@@ -175,7 +223,7 @@ def plan(running_text: str, intent_text: str, marking_policy: str, queuing_polic
     original = {key(n.line): n for n in parse(running_text)}
     running = parse(running_text)
     intent = parse(intent_text)
-    commands = _recreate_class_maps(running, intent)
+    commands = _replace_class_maps(running, intent)
     by_key = {key(n.line): n for n in running}
     before_nodes: list[Node] = []
     after_nodes: list[Node] = []

@@ -395,3 +395,58 @@ def test_port_speed_and_a_port_queuing_policy(cli, dev):
     assert re.search(r"^\s+3\s+30\s", port2, re.M) and not re.search(r"^\s+3\s+30\s", port1, re.M)
     out = run(cli, "configure terminal", "no policy-map type queuing Q_25G")
     assert errors(out) == ["ERROR: policy-map Q_25G is attached to interface Ethernet1/2"]
+
+
+def test_pause_buffer_is_one_ordered_setting_of_a_network_qos_class(dev, cli):
+    line = "pause buffer-size 101920 pause-threshold 46800 resume-threshold 34320"
+    out = run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-8q-nq3", line)
+    assert errors(out) == []
+    assert errors(cli.handle("pause buffer-size 1000 pause-threshold 2000 resume-threshold 10")) == [
+        "% Invalid value, resume-threshold <= pause-threshold <= buffer-size at '^' marker."
+    ]
+    assert errors(cli.handle("pause buffer-size 131072 pause-threshold 46800 resume-threshold 34320")) == []
+    assert "  class type network-qos c-8q-nq3\n    pause buffer-size 131072 pause-threshold 46800" in body(dev)
+    assert errors(cli.handle("no pause buffer-size 131072 pause-threshold 46800 resume-threshold 34320")) == []
+    assert "pause buffer-size" not in body(dev)
+
+
+def test_queuing_shares_never_add_up_to_more_than_100(dev, cli):
+    run(cli, "configure terminal", "policy-map type queuing QUE", "class type queuing c-out-8q-q3")
+    assert errors(run(cli, "bandwidth remaining percent 50", "class type queuing c-out-8q-q-default")) == []
+    assert errors(cli.handle("bandwidth remaining percent 50")) == []
+    run(cli, "class type queuing c-out-8q-q1")
+    assert errors(cli.handle("bandwidth remaining percent 25")) == [
+        "ERROR: bandwidth remaining percent of the policy-map would add up to 125 (max 100)"
+    ]
+    run(
+        cli, "class type queuing c-out-8q-q-default", "bandwidth remaining percent 25", "class type queuing c-out-8q-q1"
+    )
+    assert errors(cli.handle("bandwidth remaining percent 25")) == []
+    # The same shares in another policy are that policy's own.
+    run(cli, "policy-map type queuing QUE2", "class type queuing c-out-8q-q3")
+    assert errors(cli.handle("bandwidth remaining percent 100")) == []
+
+
+def test_default_system_classes_print_last(dev, cli):
+    run(cli, "configure terminal", "policy-map type network-qos NQ", "class type network-qos c-8q-nq-default")
+    run(cli, "mtu 9216", "class type network-qos c-8q-nq1", "mtu 9216", "end")
+    nq = body(dev).split("policy-map type network-qos NQ\n", 1)[1]
+    assert nq.index("c-8q-nq1") < nq.index("c-8q-nq-default")
+
+
+def test_reject_config_refuses_the_matching_lines_only():
+    dev = Device(DeviceInfo(hostname="leaf1"), reject=(r"priority-flow-control mode on",))
+    dev.boot()
+    cli = dev.new_session()
+    run(cli, "configure terminal", "interface Ethernet1/1")
+    assert errors(cli.handle("priority-flow-control mode on")) == [
+        "ERROR: priority-flow-control mode on: refused by this switch (lab.nxos_emu --reject-config)"
+    ]
+    assert errors(run(cli, "priority-flow-control mode off", "mtu 9216")) == []
+    assert "priority-flow-control mode off\n  mtu 9216" in body(dev)
+
+
+def test_dir_lists_bootflash_file_names_as_nx_os_does(dev, cli):
+    run(cli, "checkpoint file bootflash:nxos_roce_qos.ckpt")
+    listing = run(cli, "dir bootflash:")
+    assert listing[0].split()[-1] == "nxos_roce_qos.ckpt" and listing[-1].endswith("bytes free")

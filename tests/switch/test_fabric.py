@@ -1,5 +1,6 @@
 """A leaf-spine lab fabric: the lab's own fabric plan and inventory (lab/cluster.py, `lab up --leaves 2
---spines 1`) with three emulators, converged by one run of playbooks/switch.yml.
+--spines 1`) with three emulators, converged by one run of playbooks/switch.yml, as one transaction:
+saved on every switch only when every switch passed, rolled back on every switch otherwise.
 
 The emulators run in the test's own directories on random loopback ports (never the lab's
 `.lab/fabric`), so the test needs no lab lock; they are stopped by their PIDs at the end.
@@ -66,7 +67,11 @@ def test_two_leaves_and_a_spine_converge_with_one_policy_and_rerun_sends_only_re
             assert result["passed"] and result["changed"], (sw.name, result)
         assert _policy(render, "lab-leaf1") == _policy(render, "lab-leaf2") == _policy(render, "lab-spine1")
 
-        running = {name: json.loads((d / "state.json").read_text())["running"] for name, d in dirs.items()}
+        states = {name: json.loads((d / "state.json").read_text()) for name, d in dirs.items()}
+        running = {name: state["running"] for name, state in states.items()}
+        for name, state in states.items():
+            assert state["startup"] == state["running"] and state["files"] == {}, f"{name}: saved, checkpoint gone"
+            assert first.fact(name, "nxos_roce_qos_result")["saved"], name
         for sw in fabric:
             for port in (*sw.host_interfaces, *sw.uplink_interfaces):
                 assert (
@@ -109,3 +114,112 @@ def test_lab_down_stops_every_fabric_emulator(tmp_path, monkeypatch):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _fabric(start_emulator, tmp_path, reject: dict[str, str] | None = None, startup: dict[str, str] | None = None):
+    """Two leaves and a spine (the lab's plan and inventory) on the test's own emulators; `reject` gives a
+    switch a config line it refuses (lab.nxos_emu --reject-config), `startup` a config to boot with."""
+    nodes = [cluster.Node(i) for i in range(1, 5)]
+    fabric = cluster.fabric_plan(nodes, leaves=2, spines=1)
+    reject, startup = reject or {}, startup or {}
+    emus = {}
+    for sw in fabric:
+        boot = None
+        if sw.name in startup:
+            boot = tmp_path / f"{sw.name}.cfg"
+            boot.write_text(startup[sw.name])
+        extra = ["--reject-config", reject[sw.name]] if sw.name in reject else []
+        emus[sw.name] = start_emulator(name=sw.name, hostname=sw.name, startup_config=boot, extra=extra)
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    text = cluster.inventory_text(nodes, None, fabric, {name: emu.port for name, emu in emus.items()})
+    (inventory / "hosts.yml").write_text(text)
+    (inventory / "group_vars").symlink_to(ROOT / "inventory" / "lab" / "group_vars")
+    return emus, inventory / "hosts.yml"
+
+
+def _state(emus) -> dict:
+    return {name: {k: emu.state()[k] for k in ("running", "startup", "files")} for name, emu in emus.items()}
+
+
+def test_a_switch_that_refuses_a_line_rolls_every_switch_back(start_emulator, tmp_path):
+    """The spine refuses PFC on its ports halfway through its push; the leaves passed phase 1 (pushed and
+    verified, nothing saved). Phase 2 rolls both leaves back: every switch's running and startup config
+    are what they were before the run, no checkpoint is left, and nothing was ever saved."""
+    emus, inventory = _fabric(start_emulator, tmp_path, reject={"lab-spine1": r"priority-flow-control mode on"})
+    before = _state(emus)
+    run = run_playbook(inventory, extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    assert run.rc != 0
+    assert _state(emus) == before, "every switch back where it was, running and startup"
+    for name, emu in emus.items():
+        sent = [e["line"] for e in emu.log()]
+        assert "copy running-config startup-config" not in sent, f"{name} saved"
+        assert any(line.startswith("rollback running-config file") for line in sent), f"{name} not rolled back"
+        assert run.stats(name)["failures"] == 1, (name, run.stats(name))
+    refused = [e["line"] for e in emus["lab-spine1"].log() if e["result"] == "error"]
+    assert refused == ["priority-flow-control mode on"]
+    for leaf in ("lab-leaf1", "lab-leaf2"):
+        log = emus[leaf].log()
+        pushed = max(i for i, e in enumerate(log) if e["mode"] != "exec")
+        rollback = next(i for i, e in enumerate(log) if e["line"].startswith("rollback running-config file"))
+        assert pushed < rollback, "the leaf was pushed and verified, then rolled back by the verdict"
+        finish = run.result(leaf, "finish | Save or roll back over the connection phase 1 left open")
+        assert finish["rolled_back"] and not finish["saved"], finish
+        assert "lab-spine1: sending the planned commands" in finish["msg"], finish["msg"]
+        assert f"{leaf} was rolled back to bootflash:nxos_roce_qos.ckpt" in finish["msg"]
+    report = run.result("lab-spine1", "push | Report the failure")
+    assert "refused by this switch" in report["msg"] and "rolled back" in report["msg"]
+
+
+def test_a_failed_post_check_rolls_back_a_fabric_whose_other_switches_passed(start_emulator, tmp_path):
+    """A leaf whose host port is shut: its PFC is not operational, its post-check fails after the push."""
+    emus, inventory = _fabric(start_emulator, tmp_path, startup={"lab-leaf2": "interface Ethernet1/1\n  shutdown\n"})
+    before = _state(emus)
+    run = run_playbook(inventory, extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")})
+    assert run.rc != 0
+    assert _state(emus) == before
+    stage = run.result("lab-leaf2", "push | Plan, checkpoint, push and verify")
+    assert stage["step"] == "post-check" and "Ethernet1/1: PFC operational" in stage["msg"], stage
+    for name in ("lab-leaf1", "lab-spine1"):
+        finish = run.result(name, "finish | Save or roll back over the connection phase 1 left open")
+        assert finish["rolled_back"] and "lab-leaf2: the post-check" in finish["msg"], finish
+
+
+PHASES = """\
+- name: Phase 1, a pause longer than the idle timeout, phase 2
+  hosts: switches
+  gather_facts: false
+  tasks:
+    - name: Phase 1
+      ansible.builtin.include_role:
+        name: rdma_llm.cluster.nxos_roce_qos
+        tasks_from: push.yml
+    - name: Wait until the persistent connections closed (idle timeout 3 s)
+      ansible.builtin.pause:
+        seconds: 6
+    - name: Phase 2
+      ansible.builtin.include_role:
+        name: rdma_llm.cluster.nxos_roce_qos
+        tasks_from: finish.yml
+      when: __nxos_roce_qos_reg_stage.transaction.staged | default(false)
+"""
+
+
+def test_phase_two_reconnects_when_the_connection_of_phase_one_closed(start_emulator, tmp_path):
+    """On a large fabric a switch's phase-1 connection can idle out before phase 2: the first phase-2 task
+    then sends nothing and the second finishes over a new connection."""
+    emus, inventory = _fabric(start_emulator, tmp_path)
+    (tmp_path / "phases.yml").write_text(PHASES)
+    run = run_playbook(
+        inventory,
+        playbook=str(tmp_path / "phases.yml"),
+        extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render"), "ansible_connect_timeout": 3},
+    )
+    assert run.rc == 0, run.explain()
+    for name, emu in emus.items():
+        reused = run.result(name, "finish | Save or roll back over the connection phase 1 left open")
+        assert reused["reconnect"] and "closed (idle timeout)" in reused["msg"], reused
+        again = run.result(name, "finish | Save or roll back over a new connection")
+        assert again["saved"] and not again["rolled_back"], again
+        state = emu.state()
+        assert state["startup"] == state["running"] and state["files"] == {}, name

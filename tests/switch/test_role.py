@@ -30,13 +30,20 @@ def _check_golden(rendered: str, golden_name: str) -> None:
 
 
 def test_rendered_policy_matches_the_golden_files(tmp_path):
-    """Default variables (lab inventory: two nodes) and a non-default set, rendered without a switch and
-    without starting an `ansible-connection` process (the missing-password test below shows that a task
-    of the switch action does start one, in the same kind of socket directory)."""
+    """Default variables (lab inventory: two nodes, profile dcqcn, fabric TCP in its own lossy class), the
+    same in profile pfc_only (no ECN marking, no per-speed policies) and a non-default set (TCP in the
+    lossless class, a 300 m pause buffer), rendered without a switch and without starting an
+    `ansible-connection` process (the missing-password test below shows that a task of the switch
+    action does start one, in the same kind of socket directory)."""
     custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
     unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
     inventory = write_inventory(
-        tmp_path / "inv", {"sw-default": dict(unreachable), "sw-custom": {**unreachable, **custom}}
+        tmp_path / "inv",
+        {
+            "sw-default": dict(unreachable),
+            "sw-pfc-only": {**unreachable, "cluster_qos_profile": "pfc_only"},
+            "sw-custom": {**unreachable, **custom},
+        },
     )
     sockets = tmp_path / "pc"  # where an ansible-connection process would put its socket
     run = run_playbook(
@@ -49,6 +56,7 @@ def test_rendered_policy_matches_the_golden_files(tmp_path):
     assert run.rc == 0, run.explain()
     assert not sockets.exists(), "review-only render started an ansible-connection process"
     _check_golden((tmp_path / "render" / "sw-default.cfg").read_text(), "golden-default.cfg")
+    _check_golden((tmp_path / "render" / "sw-pfc-only.cfg").read_text(), "golden-pfc-only.cfg")
     _check_golden((tmp_path / "render" / "sw-custom.cfg").read_text(), "golden-custom.cfg")
 
 
@@ -78,6 +86,13 @@ BAD_VALUES = {
     "bad-scheme": ({"nxos_roce_qos_queue_scheme": "16q"}, "nxos_roce_qos_queue_scheme"),
     "bad-type": ({"nxos_roce_qos_cnp_qos_group": "high"}, "nxos_roce_qos_cnp_qos_group"),
     "bad-bandwidth": ({"nxos_roce_qos_roce_bandwidth_percent": 80}, "nxos_roce_qos_roce_bandwidth_percent"),
+    "bad-profile": ({"cluster_qos_profile": "dctcp"}, "nxos_roce_qos_profile"),
+    "tcp-in-the-roce-class": ({"cluster_tcp_dscp": 26}, "nxos_roce_qos_tcp_dscp"),
+    "long-cable-no-headroom": ({"nxos_roce_qos_pfc_cable_length_m": 300}, "nxos_roce_qos_pfc_pause_buffer"),
+    "description-spaces": (
+        {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "node1  rdma0"}]},
+        "nxos_roce_qos_interfaces",
+    ),
     # Injection: a line break in a rendered value would start a second, top-level config command.
     "inject-description": (
         {"nxos_roce_qos_interfaces": [{"name": "Ethernet1/1", "description": "node1\nno system qos"}]},
@@ -176,7 +191,7 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
     plan = run.result("lab-switch", "push | Show the configuration commands")
     assert "service-policy type queuing output ROCE_QUEUING" in plan["msg"]
     assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
-    planned = run.result("lab-switch", "push | Plan and apply the commands")
+    planned = run.result("lab-switch", "push | Plan, checkpoint, push and verify")
     assert "rolled_back" not in planned and "saved" not in planned, "check mode stops after the plan"
     assert planned["diff"]["after"].startswith("priority-flow-control watch-dog-interval on\n")
     assert "+system qos\n+  service-policy type network-qos ROCE_NETWORK_QOS\n" in planned["unified_diff"]
@@ -223,7 +238,13 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
     nq = commands.index("policy-map type network-qos QOS_NETWORK")
     assert commands[nq + 1 : nq + 3] == ["class type network-qos c-nq3", "mtu 9216"]
     assert "class-map type qos match-any CNP" in commands
-    assert commands[:3] == ["policy-map type qos QOS_MARKING", "no class RDMA", "no class-map type qos match-all RDMA"]
+    # The live match-all class-map RDMA is replaced make before break (the plan's tests replay it line by line).
+    assert commands[:3] == ["class-map type qos match-any RDMA_mbb", "match dscp 26", "policy-map type qos QOS_MARKING"]
+    assert (
+        commands.index("class RDMA_mbb")
+        < commands.index("no class RDMA")
+        < commands.index("no class-map type qos match-all RDMA")
+    )
     assert "service-policy type network-qos QOS_NETWORK" in commands
     running = emu.running()
     assert "2240" not in running
@@ -248,7 +269,8 @@ def test_migration_from_the_field_config(start_emulator, switch_run):
 def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emulator, switch_run):
     """A release without `show interface priority-flow-control` and a bootflash that refuses `delete`:
     the policy is applied and saved, the PFC state is reported as not verified, the stale checkpoint
-    file is named in a warning of the task (printed as `[WARNING]` at any verbosity) with how to delete it."""
+    file is named in a warning of the task (printed as `[WARNING]` at any verbosity) with how to delete it.
+    The next changed run keeps that file (never overwritten), checkpoints beside it and says so."""
     emu = start_emulator(extra=["--unsupported", "show interface priority-flow-control", "--unsupported", "delete"])
     run = switch_run(emu)
     assert run.rc == 0, run.explain()
@@ -257,15 +279,28 @@ def test_missing_show_and_failed_checkpoint_delete_degrade_to_warnings(start_emu
     assert any("priority-flow-control" in item for item in result["unverified"]), result
     assert not any(c["name"].startswith("interface_pfc_oper") for c in result["checks"])
     assert result["warnings"] == ["checkpoint file bootflash:nxos_roce_qos.ckpt was not deleted"]
-    converge = run.result("lab-switch", "push | Plan and apply the commands")
-    assert converge["delete_error"].startswith("delete bootflash:nxos_roce_qos.ckpt no-prompt ^ % Invalid command")
+    finish = run.result("lab-switch", "finish | Save or roll back over the connection phase 1 left open")
+    assert finish["delete_error"].startswith("delete bootflash:nxos_roce_qos.ckpt no-prompt ^ % Invalid command")
     assert any(
         "could not delete the checkpoint file bootflash:nxos_roce_qos.ckpt" in w
         and "delete bootflash:nxos_roce_qos.ckpt no-prompt" in w
-        for w in converge["warnings"]
-    ), converge["warnings"]
+        for w in finish["warnings"]
+    ), finish["warnings"]
     assert "service-policy type queuing output ROCE_QUEUING" in emu.running()
     assert list(emu.state()["files"]) == ["bootflash:nxos_roce_qos.ckpt"]
+    left = emu.state()["files"]["bootflash:nxos_roce_qos.ckpt"]
+
+    again = switch_run(emu, extra_vars={"nxos_roce_qos_mtu": 9000})
+    assert again.rc == 0, again.explain()
+    stage = again.result("lab-switch", "push | Plan, checkpoint, push and verify")
+    assert stage["checkpoint"] == "bootflash:nxos_roce_qos-1.ckpt", stage
+    assert any(
+        "the checkpoint file bootflash:nxos_roce_qos.ckpt was left by an earlier run" in w
+        and "this run checkpoints to bootflash:nxos_roce_qos-1.ckpt" in w
+        for w in stage["warnings"]
+    ), stage["warnings"]
+    assert emu.state()["files"]["bootflash:nxos_roce_qos.ckpt"] == left, "never overwritten"
+    assert sorted(emu.state()["files"]) == ["bootflash:nxos_roce_qos-1.ckpt", "bootflash:nxos_roce_qos.ckpt"]
 
 
 def test_leaf_and_spine_converge_in_one_run_with_the_same_policy(start_emulator, tmp_path):

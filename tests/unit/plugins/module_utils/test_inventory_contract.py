@@ -98,6 +98,25 @@ SWITCH = {
     "nxos_roce_qos_interfaces": [{"name": "Ethernet1/1/1"}, {"name": "Ethernet1/1/2", "description": "rank 1"}],
     "nxos_roce_qos_roce_class": "RDMA",
     "nxos_roce_qos_checkpoint_file": "bootflash:nxos_roce_qos.ckpt",
+    # The rest of the rendered values, as the role's defaults hand them over (fabric TCP in the lossless
+    # class here, so the two shares above are all of it).
+    "nxos_roce_qos_profile": "dcqcn",
+    "nxos_roce_qos_tcp_dscp": 10,
+    "nxos_roce_qos_tcp_qos_group": 1,
+    "nxos_roce_qos_tcp_bandwidth_percent": 25,
+    "nxos_roce_qos_tcp_lossless": True,
+    "nxos_roce_qos_ecn_drop_probability": 7,
+    "nxos_roce_qos_ecn_weight": 0,
+    "nxos_roce_qos_ecn_thresholds_by_speed": {100000: {"min_kbytes": 150, "max_kbytes": 3000, "source": "Cisco"}},
+    "nxos_roce_qos_port_speed": 100000,
+    "nxos_roce_qos_cnp_class": "CNP",
+    "nxos_roce_qos_tcp_class": "FABRIC_TCP",
+    "nxos_roce_qos_marking_policy": "QOS_MARKING",
+    "nxos_roce_qos_network_policy": "QOS_NETWORK",
+    "nxos_roce_qos_queuing_policy": "QOS_QUEUING",
+    "nxos_roce_qos_class_match": "match-any",
+    "nxos_roce_qos_pfc_mode": "on",
+    "nxos_roce_qos_pfc_cable_length_m": 100,
 }
 
 

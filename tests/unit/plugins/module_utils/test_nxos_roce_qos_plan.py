@@ -13,7 +13,7 @@ import os
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_plan as engine
 
-from lab.nxos_emu.device import Device, DeviceInfo
+from lab.nxos_emu.device import Device, DeviceInfo, _expand
 from tests.switch.conftest import FIELD_CONFIG, FIXTURES
 
 pytestmark = pytest.mark.switch
@@ -111,19 +111,95 @@ def test_diff_shows_before_and_after_of_the_managed_blocks():
     assert "hostname" not in diff and "feature lldp" not in diff and "mgmt0" not in diff
 
 
-def test_match_type_change_recreates_the_class_maps():
-    """role-v1 rendered match-all; NX-OS cannot change a class-map's type in place."""
-    dev, commands = converge(STARTS["role-v1"], DEFAULT_INTENT, "ROCE_QOS_MARKING")
-    assert commands[:5] == [
-        "policy-map type qos ROCE_QOS_MARKING",
-        "no class ROCE",
-        "no class-map type qos match-all ROCE",
-        "policy-map type qos ROCE_QOS_MARKING",
-        "no class CNP",
+def classified(dev: Device, port: str, dscp: int) -> int | None:
+    """The qos-group the port's input policy gives a packet of this DSCP on the emulated switch right now
+    (first matching class, as NX-OS evaluates a qos policy), None when no class of the policy matches it."""
+    iface = dev.running.find(f"interface {port}")
+    attached = iface.find("service-policy type qos input") if iface else None
+    if attached is None:
+        return None
+    policy = dev.running.find(f"policy-map type qos {attached.text.rsplit(' ', 1)[1]}")
+    # class-default is evaluated last whatever its place in the list (NX-OS keeps it last).
+    for cls in sorted(policy.children, key=lambda c: c.text == "class class-default"):
+        name = cls.text.split(" ", 1)[1]
+        group = cls.find("set qos-group")
+        if name != "class-default":
+            cmap = dev.running.find(f"class-map type qos {name}")
+            lines = [set(_expand(m.text.rsplit(" ", 1)[1])) for m in cmap.children if m.text.startswith("match dscp ")]
+            hit = (
+                any(dscp in v for v in lines)
+                if "match-any" in cmap.text
+                else bool(lines) and all(dscp in v for v in lines)
+            )
+            if not hit:
+                continue
+        return int(group.text.rsplit(" ", 1)[1]) if group else None
+    return None
+
+
+def replay_watching(start: str, intent: str, marking: str, watch: dict[tuple[str, int], int]) -> list[str]:
+    """Type the plan into a switch booted from `start` line by line, as `nxos_config` sends it; after every
+    line each (port, DSCP) of `watch` must still be classified into its qos-group. The plan's lines."""
+    dev = Device(DeviceInfo(hostname="leaf1"))
+    dev.boot(start)
+    for (port, dscp), group in watch.items():
+        assert classified(dev, port, dscp) == group, f"{port} DSCP {dscp} before the push"
+    commands = engine.plan(dev.body_text(dev.running), intent, marking)["commands"]
+    cli = dev.new_session()
+    for line in ["configure terminal", *commands, "end"]:
+        out = cli.handle(line)
+        assert not [o for o in out if o.startswith(("%", "ERROR"))], f"{line!r} rejected: {out}"
+        for (port, dscp), group in watch.items():
+            assert classified(dev, port, dscp) == group, (
+                f"after {line!r}: {port} DSCP {dscp} is not in qos-group {group}"
+            )
+    assert engine.plan(dev.body_text(dev.running), intent, marking)["commands"] == []
+    return commands
+
+
+def test_match_type_change_is_made_before_break():
+    """The field switch's live class-map RDMA is match-all; NX-OS cannot change the type in place. The new
+    class-map is built beside it and takes over the policy class before the old one is replaced: RoCE on
+    the attached port is in qos-group 3 after every single line of the push."""
+    commands = replay_watching(FIELD_CONFIG.read_text(), FIELD_INTENT, "QOS_MARKING", {("Ethernet1/1/2", 26): 3})
+    assert commands[:14] == [
+        "class-map type qos match-any RDMA_mbb",
+        "match dscp 26",
+        "policy-map type qos QOS_MARKING",
+        "class RDMA_mbb",
+        "set qos-group 3",
+        "no class RDMA",
+        "no class-map type qos match-all RDMA",
+        "class-map type qos match-any RDMA",
+        "match dscp 26",
+        "policy-map type qos QOS_MARKING",
+        "class RDMA",
+        "set qos-group 3",
+        "no class RDMA_mbb",
+        "no class-map type qos match-any RDMA_mbb",
     ]
-    running = dev.body_text(dev.running)
-    assert "match-all" not in running
-    assert "  class ROCE\n    set qos-group 3\n  class CNP\n    set qos-group 7\n  class class-default\n" in running
+
+
+def test_match_type_change_of_both_classes_keeps_every_class_classified():
+    """role-v1 rendered match-all for RoCE and CNP, attached to two ports."""
+    watch = {(port, dscp): group for port in ("Ethernet1/1", "Ethernet1/2") for dscp, group in ((26, 3), (48, 7))}
+    commands = replay_watching(STARTS["role-v1"], DEFAULT_INTENT, "ROCE_QOS_MARKING", watch)
+    for name in ("ROCE", "CNP"):
+        built = commands.index(f"class-map type qos match-any {name}_mbb")
+        moved = commands.index(f"class {name}_mbb")
+        gone = commands.index(f"no class-map type qos match-all {name}")
+        assert built < moved < commands.index(f"no class {name}") < gone, commands
+        assert commands.index(f"no class {name}_mbb") < commands.index(f"no class-map type qos match-any {name}_mbb")
+    assert not [c for c in commands if "match-all" in c and not c.startswith("no ")]
+
+
+def test_a_renamed_class_enters_the_policy_before_the_old_one_leaves():
+    """nxos_roce_qos_roce_class renamed RDMA -> ROCE on a switch whose marking policy is attached."""
+    renamed = DEFAULT_INTENT.replace("ROCE_QOS_MARKING", "M")
+    start = renamed.replace("match-any ROCE\n", "match-any RDMA\n").replace("  class ROCE\n", "  class RDMA\n")
+    commands = replay_watching(start, renamed, "M", {("Ethernet1/1", 26): 3})
+    assert commands.index("class ROCE") < commands.index("no class RDMA"), commands
+    assert commands[-1] == "no class RDMA", "the old class leaves last"
 
 
 def test_ports_move_to_the_policy_of_their_speed_and_unused_speed_policies_go():
@@ -144,9 +220,57 @@ def test_ports_move_to_the_policy_of_their_speed_and_unused_speed_policies_go():
     assert "-  service-policy type queuing output ROCE_QUEUING_25G\n" in planned["unified_diff"]
 
 
-def test_role_v2_gains_a_queuing_policy_per_speed_without_touching_the_system_one():
+def test_role_v2_gains_a_queuing_policy_per_speed_and_the_tcp_share_shrinks_the_default_first():
+    """role-v2: one queuing policy with RoCE 50 / default 50. The fabric TCP queue takes 25 from the default
+    queue: the default shrinks before the TCP queue grows (the emulator refuses a policy above 100 %)."""
     _dev, commands = converge(STARTS["role-v2"], DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
     assert "policy-map type queuing ROCE_QUEUING_100G" in commands
-    assert "policy-map type queuing ROCE_QUEUING" not in commands, "the system-wide policy is unchanged"
+    system = commands.index("policy-map type queuing ROCE_QUEUING")
+    assert commands[system + 1 : system + 5] == [
+        "class type queuing c-out-8q-q-default",
+        "bandwidth remaining percent 25",
+        "class type queuing c-out-8q-q1",
+        "bandwidth remaining percent 25",
+    ]
     assert commands.count("service-policy type queuing output ROCE_QUEUING_100G") == 2
     assert not [c for c in commands if c.startswith("no ")], commands
+
+
+PFC_ONLY_INTENT = (FIXTURES / "golden-pfc-only.cfg").read_text()
+
+
+@pytest.mark.parametrize("start", [None, DEFAULT_INTENT], ids=["factory", "dcqcn"])
+def test_profile_pfc_only_converges_without_ecn_or_per_speed_policies(start):
+    dev, commands = converge(start, PFC_ONLY_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    again = engine.plan(dev.body_text(dev.running), PFC_ONLY_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    assert again["commands"] == [] and again["before"] == again["after"]
+    _golden("converged-pfc-only.cfg", again["before"])
+    running = dev.body_text(dev.running)
+    assert "random-detect" not in running and "ROCE_QUEUING_100G" not in running
+    if start is not None:  # from dcqcn: the ports leave their ECN policy before it is deleted
+        assert commands.count("no service-policy type queuing output ROCE_QUEUING_100G") == 2
+        assert commands[-1] == "no policy-map type queuing ROCE_QUEUING_100G", commands
+        assert sum(c.startswith("no random-detect ") for c in commands) == 1, "the system policy's WRED goes"
+
+
+HEADROOM = "    pause buffer-size 101920 pause-threshold 46800 resume-threshold 34320\n"
+
+
+def test_pfc_headroom_is_added_replaced_and_removed():
+    """The pause buffer line under the no-drop class: one setting, replaced in place, removed with `no`."""
+    with_headroom = DEFAULT_INTENT.replace(
+        "    mtu 9216\n    pause pfc-cos 3\n", "    mtu 9216\n" + HEADROOM + "    pause pfc-cos 3\n"
+    )
+    assert with_headroom != DEFAULT_INTENT
+    dev, commands = converge(DEFAULT_INTENT, with_headroom, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    assert commands == [
+        "policy-map type network-qos ROCE_NETWORK_QOS",
+        "class type network-qos c-8q-nq3",
+        HEADROOM.strip(),
+    ]
+    bigger = with_headroom.replace("101920", "131072")
+    _dev, commands = converge(dev.body_text(dev.running), bigger, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    assert commands[-1] == "pause buffer-size 131072 pause-threshold 46800 resume-threshold 34320"
+    assert not [c for c in commands if c.startswith("no ")], "replaced in place"
+    _dev, commands = converge(with_headroom, DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    assert commands[-1] == "no " + HEADROOM.strip()

@@ -68,9 +68,9 @@ def test_apply_checkpoints_pushes_verifies_saves_and_deletes_in_that_order():
     assert not out["failed"] and out["pushed"] and out["saved"] and not out["rolled_back"], out
     assert out["postcheck"]["seen_pfc"] and "Ethernet1/1" in out["postcheck"]["seen_pfc"]
     n = len(commands)
-    assert cli.sent[:3] == ["terminal dont-ask", f"checkpoint file {CKPT}", "configure terminal"]
-    assert cli.sent[3 : 3 + n] == commands, "the plan's lines, in the plan's order"
-    assert cli.sent[3 + n :] == [
+    assert cli.sent[:4] == ["terminal dont-ask", "dir bootflash:", f"checkpoint file {CKPT}", "configure terminal"]
+    assert cli.sent[4 : 4 + n] == commands, "the plan's lines, in the plan's order"
+    assert cli.sent[4 + n :] == [
         "end",
         "show running-config",
         "show interface priority-flow-control",
@@ -135,7 +135,7 @@ def test_a_refused_checkpoint_sends_no_configuration_and_deletes_nothing():
     cli = EmuCli(dev, refuse=("checkpoint",))
     out = session.apply(cli, commands, CKPT, _passed)
     assert out["failed"] and out["step"] == "checkpoint" and not out["checkpoint"] and not out["rolled_back"], out
-    assert cli.sent == ["terminal dont-ask", f"checkpoint file {CKPT}"]
+    assert cli.sent == ["terminal dont-ask", "dir bootflash:", f"checkpoint file {CKPT}"]
 
 
 def test_a_refused_rollback_is_said_in_the_message():
@@ -175,3 +175,86 @@ def test_read_is_two_shows_and_none_for_an_unsupported_pfc_show():
     running, pfc = session.read(cli)
     assert "interface Ethernet1/1" in running and pfc is None
     assert cli.sent == ["show running-config", "show interface priority-flow-control"]
+
+
+def test_a_checkpoint_left_by_an_earlier_run_is_kept_and_reported():
+    """An earlier run's delete failed: its file is never overwritten; this run checkpoints beside it."""
+    dev, commands = _switch()
+    dev.files[CKPT] = "hostname earlier\n"
+    dev.files["bootflash:nxos_roce_qos-1.ckpt"] = "hostname earlier too\n"
+    out = session.apply(EmuCli(dev), commands, CKPT, _passed)
+    assert not out["failed"] and out["saved"], out
+    assert out["leftovers"] == [CKPT, "bootflash:nxos_roce_qos-1.ckpt"]
+    assert out["checkpoint"] == "bootflash:nxos_roce_qos-2.ckpt"
+    assert dev.files == {CKPT: "hostname earlier\n", "bootflash:nxos_roce_qos-1.ckpt": "hostname earlier too\n"}
+
+
+def test_checkpoint_files_read_a_bootflash_listing():
+    listing = (
+        "       4096    Oct 14 09:12:40 2025  .rpmstore/\n"
+        "      18042    Oct 14 09:30:02 2025  nxos_roce_qos.ckpt\n"
+        "      18042    Oct 14 09:31:02 2025  nxos_roce_qos-3.ckpt\n"
+        "      18042    Oct 14 09:31:02 2025  nxos_roce_qos.ckpt.bak\n"
+        "Usage for bootflash://sup-local"
+    )
+    assert session.checkpoint_files(listing, CKPT) == [CKPT, "bootflash:nxos_roce_qos-3.ckpt"]
+    assert session.free_checkpoint(CKPT, []) == CKPT
+    assert session.free_checkpoint("bootflash:mine", ["bootflash:mine"]) == "bootflash:mine-1"
+
+
+def test_a_switch_that_cannot_list_bootflash_takes_the_configured_name_and_says_so():
+    dev, commands = _switch(unsupported=("dir",))
+    out = session.apply(EmuCli(dev), commands, CKPT, _passed)
+    assert not out["failed"] and out["checkpoint"] == CKPT and "Invalid command" in out["listing_error"], out
+
+
+def test_stage_keeps_the_checkpoint_and_saves_nothing_then_a_rollback_verdict_restores_exactly():
+    """Phase 1 of the fabric transaction, then the verdict of a fabric where another switch failed."""
+    dev, commands = _switch()
+    before = dev.body_text(dev.running)
+    cli = EmuCli(dev)
+    out = session.stage(cli, commands, CKPT, _passed)
+    assert not out["failed"] and out["pushed"] and not out["saved"] and out["checkpoint"] == CKPT, out
+    assert "copy running-config startup-config" not in cli.sent and list(dev.files) == [CKPT]
+    assert dev.body_text(dev.running) != before and dev.startup == before
+    done = session.finish(EmuCli(dev), CKPT, commit=False)
+    assert done == {
+        "failed": False,
+        "msg": "",
+        "step": None,
+        "saved": False,
+        "rolled_back": True,
+        "delete_error": None,
+    }
+    assert dev.body_text(dev.running) == before == dev.startup and dev.files == {}
+
+
+def test_a_commit_verdict_saves_and_a_refused_save_rolls_back():
+    dev, commands = _switch()
+    before = dev.body_text(dev.running)
+    assert not session.stage(EmuCli(dev), commands, CKPT, _passed)["failed"]
+    done = session.finish(EmuCli(dev, refuse=("copy",)), CKPT, commit=True)
+    assert done["failed"] and done["step"] == "save" and done["rolled_back"] and not done["saved"], done
+    assert dev.body_text(dev.running) == before == dev.startup and dev.files == {}
+    assert not session.stage(EmuCli(dev), commands, CKPT, _passed)["failed"]
+    done = session.finish(EmuCli(dev), CKPT, commit=True)
+    assert done["saved"] and not done["rolled_back"] and dev.startup == dev.body_text(dev.running) != before
+
+
+def test_a_failed_stage_rolls_back_at_once():
+    dev, commands = _switch()
+    before = dev.body_text(dev.running)
+    out = session.stage(EmuCli(dev), [*commands, "interface Ethernet1/99"], CKPT, _passed)
+    assert out["failed"] and out["step"] == "push" and out["rolled_back"], out
+    assert dev.body_text(dev.running) == before and dev.files == {}
+
+
+def test_the_fabric_commits_only_when_every_switch_passed():
+    ok = {"ok": True, "staged": True, "reason": ""}
+    unchanged = {"ok": True, "staged": False, "reason": ""}
+    assert session.verdict({"leaf1": ok, "leaf2": unchanged}) == {"commit": True, "failed": {}}
+    assert session.verdict(
+        {"leaf1": ok, "leaf2": {"ok": False, "staged": False, "reason": "sending the planned commands: % Invalid"}}
+    ) == {"commit": False, "failed": {"leaf2": "sending the planned commands: % Invalid"}}
+    gone = session.verdict({"leaf1": ok, "spine1": None})
+    assert not gone["commit"] and "did not get to the push" in gone["failed"]["spine1"]

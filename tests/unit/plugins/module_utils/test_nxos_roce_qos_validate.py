@@ -13,19 +13,44 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_
 pytestmark = pytest.mark.switch
 
 
+SOURCE = "a test row"
+TABLE = {
+    10000: {"min_kbytes": 15, "max_kbytes": 300, "source": SOURCE},
+    100000: {"min_kbytes": 150, "max_kbytes": 3000, "source": SOURCE},
+}
+# Every variable the role renders, as its defaults hand them over with the lab's cluster_* values.
 GOOD = {
+    "nxos_roce_qos_profile": "dcqcn",
     "nxos_roce_qos_roce_dscp": [26],
     "nxos_roce_qos_cnp_dscp": 48,
     "nxos_roce_qos_nodrop_cos": 3,
     "nxos_roce_qos_cnp_qos_group": 7,
     "nxos_roce_qos_queue_scheme": "8q",
     "nxos_roce_qos_mtu": 9216,
+    "nxos_roce_qos_roce_bandwidth_percent": 50,
+    "nxos_roce_qos_default_bandwidth_percent": 25,
+    "nxos_roce_qos_tcp_dscp": 10,
+    "nxos_roce_qos_tcp_qos_group": 1,
+    "nxos_roce_qos_tcp_bandwidth_percent": 25,
+    "nxos_roce_qos_tcp_lossless": False,
+    "nxos_roce_qos_ecn_min_threshold_kbytes": 150,
+    "nxos_roce_qos_ecn_max_threshold_kbytes": 3000,
+    "nxos_roce_qos_ecn_drop_probability": 7,
+    "nxos_roce_qos_ecn_weight": 0,
+    "nxos_roce_qos_ecn_thresholds_by_speed": TABLE,
+    "nxos_roce_qos_port_speed": 100000,
     "nxos_roce_qos_roce_class": "ROCE",
     "nxos_roce_qos_cnp_class": "CNP",
+    "nxos_roce_qos_tcp_class": "FABRIC_TCP",
     "nxos_roce_qos_marking_policy": "ROCE_QOS_MARKING",
     "nxos_roce_qos_network_policy": "ROCE_NETWORK_QOS",
     "nxos_roce_qos_queuing_policy": "ROCE_QUEUING",
     "nxos_roce_qos_checkpoint_file": "bootflash:nxos_roce_qos.ckpt",
+    "nxos_roce_qos_class_match": "match-any",
+    "nxos_roce_qos_pfc_mode": "on",
+    "nxos_roce_qos_default_qos_group": 0,
+    "nxos_roce_qos_pfc_cable_length_m": 100,
+    "nxos_roce_qos_pfc_pause_buffer": None,
     "nxos_roce_qos_interfaces": [
         {"name": "Ethernet1/1", "description": "gpu-node-01 port 0 (rack A, U12) #1 & more"},
         {"name": "Ethernet1/1/2", "mtu": 4200},
@@ -59,6 +84,7 @@ INJECTIONS = {
     "unicode-line-separator": "node1\u2028no system qos",
     "overlong": "x" * 255,
     "leading-space": " node1",
+    "run-of-spaces": "node1  port 0",
     "not-a-string": 12,
 }
 
@@ -143,9 +169,6 @@ def test_numbers_and_lists_out_of_range_are_refused(var, value):
     ), found
 
 
-TABLE = {10000: {"min_kbytes": 15, "max_kbytes": 300}, 100000: {"min_kbytes": 150, "max_kbytes": 3000}}
-
-
 @pytest.mark.parametrize(
     ("changes", "var", "text"),
     [
@@ -162,9 +185,40 @@ TABLE = {10000: {"min_kbytes": 15, "max_kbytes": 300}, 100000: {"min_kbytes": 15
             "one of",
         ),
         (
-            {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 25000: {"min_kbytes": 800, "max_kbytes": 700}}},
+            {
+                "nxos_roce_qos_ecn_thresholds_by_speed": {
+                    **TABLE,
+                    25000: {"min_kbytes": 800, "max_kbytes": 700, "source": SOURCE},
+                }
+            },
             "nxos_roce_qos_ecn_thresholds_by_speed",
             "min <= max",
+        ),
+        # Every row says where its numbers come from (rendered into a config comment, so checked as text).
+        (
+            {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 25000: {"min_kbytes": 38, "max_kbytes": 750}}},
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "min_kbytes, max_kbytes, source",
+        ),
+        (
+            {
+                "nxos_roce_qos_ecn_thresholds_by_speed": {
+                    **TABLE,
+                    25000: {"min_kbytes": 38, "max_kbytes": 750, "source": ""},
+                }
+            },
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "25000: source (where the numbers come from; say so when none exists) is empty",
+        ),
+        (
+            {
+                "nxos_roce_qos_ecn_thresholds_by_speed": {
+                    **TABLE,
+                    25000: {"min_kbytes": 38, "max_kbytes": 750, "source": "mine\nno system qos"},
+                }
+            },
+            "nxos_roce_qos_ecn_thresholds_by_speed",
+            "contains a line break",
         ),
         (
             {"nxos_roce_qos_ecn_thresholds_by_speed": {**TABLE, 30000: {"min_kbytes": 1, "max_kbytes": 2}}},
@@ -195,10 +249,11 @@ def test_ports_get_the_queuing_policy_of_their_speed():
     # Table keys as strings too (a table passed through -e JSON has string keys).
     table = {"10000": TABLE[10000], 100000: TABLE[100000]}
     planned = filters.nxos_roce_qos_speed_policies(ports, table, 100000, "ROCE_QUEUING")
+    assert [p.pop("source") for p in planned["policies"]] == [SOURCE, SOURCE], "each policy keeps its row's source"
     assert planned == {
         "policies": [
-            {"name": "ROCE_QUEUING_10G", "speed": 10000, "min_kbytes": 15, "max_kbytes": 300},
-            {"name": "ROCE_QUEUING_100G", "speed": 100000, "min_kbytes": 150, "max_kbytes": 3000},
+            {"name": "ROCE_QUEUING_10G", "speed": 10000, "label": "10G", "min_kbytes": 15, "max_kbytes": 300},
+            {"name": "ROCE_QUEUING_100G", "speed": 100000, "label": "100G", "min_kbytes": 150, "max_kbytes": 3000},
         ],
         "ports": {
             "Ethernet1/1": "ROCE_QUEUING_100G",
@@ -207,3 +262,91 @@ def test_ports_get_the_queuing_policy_of_their_speed():
         },
     }
     assert filters.speed_label(1000) == "1G" and filters.speed_label(400000) == "400G"
+
+
+@pytest.mark.parametrize("var", rules.REQUIRED)
+def test_a_missing_value_is_an_error_naming_it(var):
+    """No defaults here (they live in the role's defaults/main.yml only): what is missing is said."""
+    found = rules.nxos_roce_qos_validate({k: v for k, v in GOOD.items() if k != var})
+    assert [p["var"] for p in found] == [var], found
+    assert found[0]["msg"].startswith(f"{var}: is not set"), found
+
+
+def test_nullable_values_may_be_absent():
+    values = {k: v for k, v in GOOD.items() if k not in rules.NULLABLE}
+    assert rules.nxos_roce_qos_validate(values) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "var", "text"),
+    [
+        ({"nxos_roce_qos_profile": "dctcp"}, "nxos_roce_qos_profile", "one of ['dcqcn', 'pfc_only']"),
+        # Fabric TCP needs its own DSCP and a lossy queue of the scheme.
+        ({"nxos_roce_qos_tcp_dscp": 26}, "nxos_roce_qos_tcp_dscp", "other than the RoCE and CNP values"),
+        ({"nxos_roce_qos_tcp_dscp": 48}, "nxos_roce_qos_tcp_dscp", "other than the RoCE and CNP values"),
+        ({"nxos_roce_qos_tcp_qos_group": 3}, "nxos_roce_qos_tcp_qos_group", "other than the no-drop (3)"),
+        ({"nxos_roce_qos_tcp_qos_group": 7}, "nxos_roce_qos_tcp_qos_group", "CNP (7) queues"),
+        ({"nxos_roce_qos_tcp_qos_group": 0}, "nxos_roce_qos_tcp_qos_group", "a queue of the 8q scheme"),
+        ({"nxos_roce_qos_tcp_lossless": "maybe"}, "nxos_roce_qos_tcp_lossless", "must be a boolean"),
+        ({"nxos_roce_qos_tcp_class": "CNP"}, "nxos_roce_qos_tcp_class", "must differ from nxos_roce_qos_cnp_class"),
+        (
+            {"nxos_roce_qos_tcp_bandwidth_percent": 30},
+            "nxos_roce_qos_roce_bandwidth_percent",
+            "(1-100) + nxos_roce_qos_tcp_bandwidth_percent (1-100) + nxos_roce_qos_default_bandwidth_percent (0-100) "
+            "must be at most 100, got 50 + 30 + 25",
+        ),
+        ({"nxos_roce_qos_tcp_bandwidth_percent": 0}, "nxos_roce_qos_roce_bandwidth_percent", "got 50 + 0 + 25"),
+        # PFC headroom: mandatory beyond 100 m, ordered thresholds.
+        ({"nxos_roce_qos_pfc_cable_length_m": 300}, "nxos_roce_qos_pfc_pause_buffer", "longer than 100 m"),
+        ({"nxos_roce_qos_pfc_cable_length_m": 0}, "nxos_roce_qos_pfc_cable_length_m", "in meters (1-100000)"),
+        (
+            {"nxos_roce_qos_pfc_pause_buffer": {"buffer_size": 1000, "pause_threshold": 2000, "resume_threshold": 10}},
+            "nxos_roce_qos_pfc_pause_buffer",
+            "resume_threshold <= pause_threshold <= buffer_size",
+        ),
+        (
+            {
+                "nxos_roce_qos_pfc_pause_buffer": {
+                    "buffer_size": "1000\nno system qos",
+                    "pause_threshold": 2,
+                    "resume_threshold": 1,
+                }
+            },
+            "nxos_roce_qos_pfc_pause_buffer",
+            "bytes 1-16777216",
+        ),
+        (
+            {"nxos_roce_qos_pfc_pause_buffer": {"buffer_size": 1000}},
+            "nxos_roce_qos_pfc_pause_buffer",
+            "must be null or {buffer_size, pause_threshold, resume_threshold}",
+        ),
+    ],
+)
+def test_profile_tcp_class_and_headroom_are_checked(changes, var, text):
+    found = problems(**changes)
+    assert [p["var"] for p in found] == [var], found
+    assert text in found[0]["msg"], found
+
+
+def test_tcp_values_are_not_rendered_and_not_checked_when_tcp_shares_the_lossless_class():
+    """cluster_tcp_lossless: the hosts mark TCP with the RoCE DSCP; the switch has no TCP class."""
+    assert (
+        problems(
+            nxos_roce_qos_tcp_lossless=True,
+            nxos_roce_qos_tcp_dscp=26,
+            nxos_roce_qos_tcp_qos_group=3,
+            nxos_roce_qos_tcp_class="ROCE",
+            nxos_roce_qos_default_bandwidth_percent=50,
+        )
+        == []
+    )
+
+
+def test_a_long_cable_with_its_pause_buffer_passes():
+    buffer = {"buffer_size": 101920, "pause_threshold": 46800, "resume_threshold": 34320}
+    assert problems(nxos_roce_qos_pfc_cable_length_m=300, nxos_roce_qos_pfc_pause_buffer=buffer) == []
+
+
+def test_an_ecn_threshold_without_a_row_for_the_port_speed_says_where_its_default_comes_from():
+    found = problems(nxos_roce_qos_ecn_min_threshold_kbytes=None)
+    assert found[0]["msg"].startswith("nxos_roce_qos_ecn_min_threshold_kbytes: is not set (its default is the")
