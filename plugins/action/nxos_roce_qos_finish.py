@@ -24,23 +24,6 @@ from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch im
 from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch import _Cli
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_session
 
-DOCUMENTATION = """
-action: nxos_roce_qos_finish
-short_description: Save or roll back a staged nxos_roce_qos change, as one transaction for every switch of the play
-options:
-  socket_path:
-    description: The persistent connection phase 1 used (its result's socket_path).
-    required: true
-    type: path
-  checkpoint: {description: The checkpoint file phase 1 took., required: true, type: str}
-  stages:
-    description: Every switch of the play -> its phase-1 transaction ({ok, staged, reason}) or null.
-    required: true
-    type: dict
-  save: {description: Copy running to startup when every switch passed., type: bool, default: true}
-  fact: {description: The switch's nxos_roce_qos_result from phase 1 (updated with saved and the verdict)., type: dict}
-"""
-
 
 class ActionModule(SwitchAction):
     # Read by the task executor before the action runs: no ansible-connection process is started.

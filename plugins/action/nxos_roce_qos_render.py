@@ -13,14 +13,6 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch import ActionModule as SwitchAction
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_session
 
-DOCUMENTATION = """
-action: nxos_roce_qos_render
-short_description: Write the rendered nxos_roce_qos intent to its controller file (no connection)
-options:
-  intent: {description: Intent file (controller); directories are made., required: true, type: path}
-  intent_text: {description: The rendered intent., required: true, type: str}
-"""
-
 
 class ActionModule(SwitchAction):
     # Read by the task executor before the action runs: no ansible-connection process is started.

@@ -40,23 +40,6 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_plan, nxos_roce_qos_session
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos import nxos_roce_qos_postcheck
 
-DOCUMENTATION = """
-action: nxos_roce_qos_switch
-short_description: Read, plan, stage (checkpoint, push, verify) or finish the nxos_roce_qos policy over network_cli
-options:
-  intent: {description: Rendered intent file (controller), written from intent_text., type: path}
-  intent_text: {description: The rendered intent; written to intent (directories made)., type: str}
-  marking_policy: {description: Input qos policy that marks a port as the role's., type: str}
-  queuing_policy: {description: System queuing policy (per-speed variants are the role's)., type: str}
-  commands_file: {description: Where to write the planned commands indented under their parents., type: path}
-  expected: {description: What the post-check expects (__nxos_roce_qos_expected)., type: dict}
-  checkpoint_file: {description: Checkpoint file on the switch., type: str}
-  backup_dir: {description: Back up the running config there (controller) before the push., type: path}
-  finish:
-    description: Phase 2 instead (checkpoint, save, stages, fact as for nxos_roce_qos_finish).
-    type: dict
-"""
-
 
 class _Cli:
     """The session module's `cli` on the persistent connection's JSON-RPC."""

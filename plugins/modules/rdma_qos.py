@@ -3,13 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import PROFILES
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply, nccl_env
-
 DOCUMENTATION = r"""
 module: rdma_qos
 short_description: DSCP trust, PFC, ETS, DCQCN, CNP marking and RDMA-CM ToS on the fabric NICs, or why not
@@ -36,29 +29,97 @@ options:
     type: list
     elements: str
     default: []
-  roce_dscp: {description: DSCP of RoCE data traffic., type: int, required: true}
-  cnp_dscp: {description: DSCP of CNPs., type: int, required: true}
-  tcp_dscp: {description: DSCP of fabric TCP (its own lossy class)., type: int, required: true}
-  pfc_priority: {description: No-drop priority (PFC on, RoCE traffic class)., type: int, required: true}
-  cnp_priority: {description: Priority of CNPs (strict-priority traffic class)., type: int, required: true}
-  tcp_priority: {description: Priority and traffic class of fabric TCP., type: int, required: true}
-  roce_bandwidth: {description: ETS share of the no-drop traffic class (percent)., type: int, required: true}
-  tcp_bandwidth: {description: ETS share of the fabric TCP traffic class (percent)., type: int, required: true}
-  default_bandwidth: {description: ETS share of traffic class 0 (percent)., type: int, required: true}
+  roce_dscp:
+    description: DSCP of RoCE data traffic.
+    type: int
+    required: true
+  cnp_dscp:
+    description: DSCP of CNPs.
+    type: int
+    required: true
+  tcp_dscp:
+    description: DSCP of fabric TCP (its own lossy class).
+    type: int
+    required: true
+  pfc_priority:
+    description: No-drop priority (PFC on, RoCE traffic class).
+    type: int
+    required: true
+  cnp_priority:
+    description: Priority of CNPs (strict-priority traffic class).
+    type: int
+    required: true
+  tcp_priority:
+    description: Priority and traffic class of fabric TCP.
+    type: int
+    required: true
+  roce_bandwidth:
+    description: ETS share of the no-drop traffic class (percent).
+    type: int
+    required: true
+  tcp_bandwidth:
+    description: ETS share of the fabric TCP traffic class (percent).
+    type: int
+    required: true
+  default_bandwidth:
+    description: ETS share of traffic class 0 (percent).
+    type: int
+    required: true
   profile:
     description: C(dcqcn) (ToS with ECT(0), DCQCN on) or C(pfc_only) (ToS without ECT, DCQCN off where exposed).
     type: str
     choices: [dcqcn, pfc_only]
     default: dcqcn
-  tcp_lossless: {description: Fabric TCP is marked with the RoCE DSCP instead of its own., type: bool, default: false}
-  link_layer: {description: C(ethernet) or C(infiniband) (NCCL gets NCCL_IB_SL there)., type: str, default: ethernet}
-  ib_sl: {description: InfiniBand service level for NCCL_IB_SL., type: int, default: 0}
-  qps_per_connection: {description: NCCL_IB_QPS_PER_CONNECTION., type: int, default: 1}
-  dcb: {description: Manage DCB (app, PFC, ETS)., type: bool, default: true}
-  dcqcn: {description: Manage DCQCN and the CNPs' marking where the driver exposes them., type: bool, default: true}
-  roce_tos: {description: Set the RDMA-CM default RoCE ToS., type: bool, default: true}
-  root: {description: Root of sysfs and configfs (tests point it at a fake tree)., type: path, default: /}
-author: rdma-llm-cluster
+  tcp_lossless:
+    description: Fabric TCP is marked with the RoCE DSCP instead of its own.
+    type: bool
+    default: false
+  link_layer:
+    description: C(ethernet) or C(infiniband) (NCCL gets NCCL_IB_SL there).
+    type: str
+    default: ethernet
+  ib_sl:
+    description: InfiniBand service level for NCCL_IB_SL.
+    type: int
+    default: 0
+  qps_per_connection:
+    description: NCCL_IB_QPS_PER_CONNECTION.
+    type: int
+    default: 1
+  dcb:
+    description: Manage DCB (app, PFC, ETS).
+    type: bool
+    default: true
+  dcqcn:
+    description: Manage DCQCN and the CNPs' marking where the driver exposes them.
+    type: bool
+    default: true
+  roce_tos:
+    description: Set the RDMA-CM default RoCE ToS.
+    type: bool
+    default: true
+  root:
+    description: Root of sysfs and configfs (tests point it at a fake tree).
+    type: path
+    default: /
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
+"""
+
+EXAMPLES = r"""
+- name: Set the fabric NICs' QoS from the shared values
+  rdma_llm.cluster.rdma_qos:
+    interfaces: [ens192]
+    roce_dscp: 26
+    cnp_dscp: 48
+    tcp_dscp: 10
+    pfc_priority: 3
+    cnp_priority: 7
+    tcp_priority: 1
+    roce_bandwidth: 50
+    tcp_bandwidth: 25
+    default_bandwidth: 25
+    profile: dcqcn
+  register: qos
 """
 
 RETURN = r"""
@@ -99,6 +160,13 @@ devices:
   type: list
   returned: always
 """
+
+from dataclasses import fields
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import PROFILES
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply, nccl_env
 
 
 def main() -> None:
