@@ -2,14 +2,21 @@
 
 Every key is a dataclass field, so unknown keys and values of the wrong type are errors that name the key,
 instead of a silent typo (nanoGPT's `exec` configurator accepts anything and asserts on types).
+
+Standard library only (PyYAML is imported only to read a YAML file), so that the controller can judge a run
+config with whatever Python runs Ansible, before anything is staged:
+
+  python payload/config.py resolve [--source=NAME] < values.json
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,7 +214,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _coerce(cls: type, key: str, value: Any, source: str) -> Any:
+def coerce(cls: type, key: str, value: Any, source: str) -> Any:
     """Turn `value` (a CLI string or a parsed JSON/YAML value) into the type of field `key`.
 
     Numeric strings are accepted from files too: PyYAML reads `lr: 1e-3` as the string '1e-3'."""
@@ -236,24 +243,42 @@ def _coerce(cls: type, key: str, value: Any, source: str) -> Any:
                 pass
         raise ConfigError(f"{where}: expected an integer")
     if kind == "float":
+        number = None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{where}: expected a number")
+            number = float(value)
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is None:
+            raise ConfigError(f"{where}: expected a number")
+        # inf and nan mean nothing for any key, and a resolved config must print as strict JSON.
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: expected a finite number")
+        return number
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string")
     return value
 
 
-def _check_key(cls: type, key: str, source: str) -> None:
+def check_key(cls: type, key: str, source: str) -> None:
     names = [f.name for f in dataclasses.fields(cls)]
     if key not in names:
         hint = difflib.get_close_matches(key, names, n=1)
         raise ConfigError(f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+
+
+# The train_launch role and bench/bench_payload.py still call the old private names; drop these two once
+# they use resolve() or the CLI.
+_check_key, _coerce = check_key, coerce
+
+
+def _typed(values: dict[str, Any], source: str, cls: type) -> dict[str, Any]:
+    """Every key checked and every value coerced to its field's type; no defaults, no validation."""
+    out = {}
+    for key, value in values.items():
+        check_key(cls, key, source)
+        out[key] = coerce(cls, key, value, source)
+    return out
 
 
 def load_file(path: str) -> dict[str, Any]:
@@ -285,11 +310,7 @@ def parse_args(argv: list[str], cls: type = TrainConfig):
                 raise ConfigError(f"--config={value}: {e}") from e
             continue
         cli[key] = value if eq else "true"
-    values: dict[str, Any] = {}
-    for source, items in (("config file", file_values), ("command line", cli)):
-        for key, value in items.items():
-            _check_key(cls, key, source)
-            values[key] = _coerce(cls, key, value, source)
+    values = {**_typed(file_values, "config file", cls), **_typed(cli, "command line", cls)}
     return cls(**values).validate()
 
 
@@ -299,9 +320,17 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def from_dict(cls: type, values: dict[str, Any]) -> Any:
     """Rebuild a config saved by `to_dict` (keys unknown to this version are an error, not ignored)."""
-    for key in values:
-        _check_key(cls, key, "saved config")
-    return cls(**{k: _coerce(cls, k, v, "saved config") for k, v in values.items()})
+    return cls(**_typed(values, "saved config", cls))
+
+
+def resolve(values: dict[str, Any], source: str = "config", cls: type = TrainConfig) -> dict[str, Any]:
+    """The run config the payload will use for `values`: every key of `cls`, defaults applied, validated.
+
+    The one place a caller outside the payload (the launch role) learns both what is wrong with a config
+    and what the payload will actually run with, instead of re-reading defaults one by one."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping of key: value, got {type(values).__name__}")
+    return to_dict(cls(**_typed(values, source, cls)).validate())
 
 
 def describe(cls: type = TrainConfig) -> str:
@@ -320,6 +349,41 @@ def describe(cls: type = TrainConfig) -> str:
     )
 
 
+USAGE = """usage: python config.py resolve [--source=NAME] < values.json
+
+Reads a JSON object of run config keys (TrainConfig) on stdin and prints the resolved config, every key with
+the defaults applied, as one JSON object on stdout. Exit 0; exit 2 with `error: <message>` on stderr for an
+unknown key, a bad value or input that is not a JSON object. NAME starts the messages (default: config)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE)
+        return 0
+    if argv[:1] != ["resolve"]:
+        print(f"error: expected the command resolve\n{USAGE}", file=sys.stderr)
+        return 2
+    source = "config"
+    for arg in argv[1:]:
+        if not arg.startswith("--source=") or arg == "--source=":
+            print(f"error: unexpected argument {arg!r}\n{USAGE}", file=sys.stderr)
+            return 2
+        source = arg.partition("=")[2]
+    try:
+        values = json.loads(sys.stdin.read())
+    except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no text
+        print(f"error: {source}: stdin is not valid JSON: {e}", file=sys.stderr)
+        return 2
+    try:
+        resolved = resolve(values, source)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(resolved, allow_nan=False))
+    return 0
+
+
 __all__ = [
     "CHOICES",
     "PRESETS",
@@ -330,9 +394,16 @@ __all__ = [
     "PrepareConfig",
     "ShardsConfig",
     "TrainConfig",
+    "check_key",
+    "coerce",
     "describe",
     "field",
     "from_dict",
     "parse_args",
+    "resolve",
     "to_dict",
 ]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
