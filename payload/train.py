@@ -265,6 +265,21 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         self.t_launch = time.time()
         self.cfg = cfg
+        # Every step below runs on every rank in this order: the collectives inside them must match up.
+        self._setup_distributed()
+        self._setup_output()
+        val_ids = self._setup_data()
+        self._setup_validation(val_ids)
+        self._setup_gate()
+        model = self._setup_model()
+        self._setup_engine(model)
+        self._setup_resume()
+        self._setup_loop_state()
+
+    # ------------------------------------------------------------------------------------------ setup
+
+    def _setup_distributed(self) -> None:
+        cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.dist = d = init_distributed(cfg)
@@ -273,6 +288,10 @@ class Trainer:
         self.setup = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.setup_timeout))
         self.rank, self.world = d.rank, d.world_size
         self.master = d.rank == 0
+
+    def _setup_output(self) -> None:
+        """out_dir, who writes the shared files into it, config.json and the metrics log."""
+        cfg, d = self.cfg, self.dist
         self.out = Path(cfg.out_dir).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.writer = self._choose_writers()
@@ -292,22 +311,30 @@ class Trainer:
             f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}"
         )
 
+    def _setup_data(self) -> np.ndarray:
+        """Tokenizer, training blocks and this rank's sampler; returns the held-out validation block ids."""
+        cfg, d = self.cfg, self.dist
         try:
             if S.is_shard_dir(cfg.data):
                 self.tok, val_ids = self._prepare_shards()
-            else:
-                self.tok, tokens = self._prepare_data()
-                self.blocks = D.Blocks(tokens, cfg.block_size)
-                train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
-                if cfg.eval_data:  # validation has its own corpus: train on all of this one
-                    train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
-                self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
-                self.log(
-                    f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-                    f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
-                )
+                return val_ids
+            self.tok, tokens = self._prepare_data()
+            self.blocks = D.Blocks(tokens, cfg.block_size)
+            train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+            if cfg.eval_data:  # validation has its own corpus: train on all of this one
+                train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
+            self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
         except (OSError, ValueError, KeyError) as e:  # a missing, empty or too small corpus
             raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        self.log(
+            f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+            f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+        )
+        return val_ids
+
+    def _setup_validation(self, val_ids: np.ndarray) -> None:
+        """The fixed validation batches: from the held-out blocks, or from --eval_data."""
+        cfg, d = self.cfg, self.dist
         self.val_blocks = self.blocks
         try:
             if cfg.eval_data:
@@ -317,12 +344,18 @@ class Trainer:
             self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
         except (OSError, ValueError, KeyError) as e:
             raise RunError(f"--{'eval_data' if cfg.eval_data else 'data'}={cfg.eval_data or cfg.data}: {e}", 2) from e
+
+    def _setup_gate(self) -> None:
+        cfg = self.cfg
         try:
             self.gate_baseline = G.read_baseline(cfg.gate_baseline) if cfg.gate_baseline else None
         except (OSError, ValueError) as e:
             raise RunError(f"--gate_baseline={cfg.gate_baseline}: {e}", 2) from e
         self.gate = None  # the verdict, once a completed run has its final validation
 
+    def _setup_model(self):
+        """The model on the CPU, its precision, and the FLOPs arithmetic for MFU."""
+        cfg, d = self.cfg, self.dist
         cuda = d.device.type == "cuda"
         self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
         # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
@@ -348,6 +381,11 @@ class Trainer:
             + f", vocabulary {mc.vocab_size} (tokenizer {len(self.tok)})"
             + (", activation checkpointing" if cfg.grad_checkpoint else "")
         )
+        return model
+
+    def _setup_engine(self, model) -> None:
+        """Wrap the model in its engine (DDP, FSDP or DeepSpeed), which also makes the optimizer."""
+        cfg, d = self.cfg, self.dist
         dist.barrier(group=self.setup)  # ranks enter the engine's first broadcast together
         if cfg.engine == "deepspeed":
             from payload.engines import DeepSpeedEngine
@@ -363,29 +401,32 @@ class Trainer:
             mode = f", mode {cfg.compile_mode}" if self.engine.compiled else ""
             self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'}{mode} (--compile={cfg.compile})")
 
-        self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
+    def _setup_resume(self) -> None:
+        """The step to start from: 0, or that of the checkpoint this launch resumes."""
+        cfg = self.cfg
+        self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * self.world
         self.step, self.tokens_seen, self.start_step = 0, 0, 0
         self.ckpt_root = self.out / "checkpoints"
         self.resumed_from = self._resume() if cfg.resume or cfg.resume_from else None
         self.start_step = self.step
         self.log(
             f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
-            f"tokens x {cfg.grad_accum} accum x {d.world_size} ranks"
+            f"tokens x {cfg.grad_accum} accum x {self.world} ranks"
         )
 
+    def _setup_loop_state(self) -> None:
+        """Stop agreement, losses and the timers of this launch."""
         self.stop_signal = 0
         self._stop_pending = None
-        self.stop_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.pg_timeout))
+        self.stop_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.cfg.pg_timeout))
         self.val_loss_first = self.val_loss = self.train_loss = None
         self.val_step = -1  # the step self.val_loss was measured at
         self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
-        self._interval = {
-            "t": 0.0,
-            "steps": 0,
-            "loss": torch.zeros((), device=d.device),
-            "comm": [],
-            "norm": 0.0,
-        }
+        self._interval = self._new_interval()
+
+    def _new_interval(self) -> dict:
+        """What _log_interval averages over the steps since the last metric line."""
+        return {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=self.dist.device), "comm": [], "norm": 0.0}
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -735,13 +776,7 @@ class Trainer:
             f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
             f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}"
         )
-        self._interval = {
-            "t": 0.0,
-            "steps": 0,
-            "loss": torch.zeros((), device=self.dist.device),
-            "comm": [],
-            "norm": 0.0,
-        }
+        self._interval = self._new_interval()
 
     def evaluate(self) -> float:
         t0 = time.time()
