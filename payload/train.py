@@ -235,8 +235,10 @@ class MetricsLog:
                     self.tb.add_scalar(f"{record['kind']}/{key}", value, record["step"], walltime=record["time"])
 
     def close(self) -> None:
+        """Stop the TensorBoard writer's thread; the JSON lines stay writable (a failed result after close)."""
         if self.tb is not None:
             self.tb.close()
+            self.tb = None
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -265,16 +267,23 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         self.t_launch = time.time()
         self.cfg = cfg
-        # Every step below runs on every rank in this order: the collectives inside them must match up.
-        self._setup_distributed()
-        self._setup_output()
-        val_ids = self._setup_data()
-        self._setup_validation(val_ids)
-        self._setup_gate()
-        model = self._setup_model()
-        self._setup_engine(model)
-        self._setup_resume()
-        self._setup_loop_state()
+        self._old_handlers: dict[int, object] = {}
+        try:
+            # Every step runs on every rank in this order: the collectives inside them must match up.
+            self._setup_distributed()
+            self._setup_output()
+            val_ids = self._setup_data()
+            self._setup_validation(val_ids)
+            self._setup_gate()
+            model = self._setup_model()
+            self._setup_engine(model)
+            self._setup_resume()
+            self._setup_loop_state()
+        except BaseException:
+            # The caller never gets this object to close it; the setup error is the one to report.
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
 
     # ------------------------------------------------------------------------------------------ setup
 
@@ -805,7 +814,7 @@ class Trainer:
     def run(self) -> int:
         cfg = self.cfg
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
         end = cfg.max_steps if not cfg.stop_after else min(cfg.max_steps, self.step + cfg.stop_after)
         if self.step < end:
             self.evaluate()
@@ -891,6 +900,19 @@ class Trainer:
             _write_json(self.out / "result.json", result)
 
     def close(self) -> None:
+        """Tear down whatever setup got to, on every path and before the interpreter shuts down: a gloo
+        group's worker and transport threads, and the TCPStore server's, otherwise still run while Python
+        and the C++ runtime are torn down, and a process that printed its error can then abort (SIGABRT)
+        instead of exiting with its code. Safe to call twice."""
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.close()
+        for sig, handler in self._old_handlers.items():  # they hold this Trainer, so its engine and groups
+            if handler is not None:
+                signal.signal(sig, handler)
+        self._old_handlers = {}
+        # destroy_process_group() shuts every group down, but a group's threads end only with the last
+        # reference to it: drop the ones this object holds.
+        self.setup = self.stop_group = self.engine = self._stop_pending = None
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -899,7 +921,7 @@ def train(cfg: TrainConfig) -> int:
     trainer = None
     try:
         trainer = Trainer(cfg)
-        code = trainer.run()
+        return trainer.run()
     except RunError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         _failed_result(cfg, trainer, str(e), e.code)
@@ -908,8 +930,9 @@ def train(cfg: TrainConfig) -> int:
         # Leave a result.json that says why (collectives may be broken: write locally, then re-raise).
         _failed_result(cfg, trainer, f"{type(e).__name__}: {e}", 1)
         raise
-    trainer.close()
-    return code
+    finally:
+        if trainer is not None:  # (a Trainer that failed in __init__ has closed itself)
+            trainer.close()
 
 
 def _failed_result(cfg: TrainConfig, trainer: Trainer | None, error: str, code: int) -> None:
