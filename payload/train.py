@@ -57,6 +57,7 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # E402: these imports need the sys.path line above when train.py runs as a script.
+from payload import commands as C  # noqa: E402
 from payload import data as D  # noqa: E402
 from payload import gate as G  # noqa: E402
 from payload import shards as S  # noqa: E402
@@ -69,12 +70,10 @@ from payload.config import (  # noqa: E402
     ShardsConfig,
     TrainConfig,
     describe,
-    from_dict,
     parse_args,
     to_dict,
 )
 from payload.model import (  # noqa: E402
-    as_hf,
     build_model,
     count_params,
     device_peak_flops,
@@ -236,8 +235,10 @@ class MetricsLog:
                     self.tb.add_scalar(f"{record['kind']}/{key}", value, record["step"], walltime=record["time"])
 
     def close(self) -> None:
+        """Stop the TensorBoard writer's thread; the JSON lines stay writable (a failed result after close)."""
         if self.tb is not None:
             self.tb.close()
+            self.tb = None
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -266,6 +267,28 @@ class Trainer:
     def __init__(self, cfg: TrainConfig):
         self.t_launch = time.time()
         self.cfg = cfg
+        self._old_handlers: dict[int, object] = {}
+        try:
+            # Every step runs on every rank in this order: the collectives inside them must match up.
+            self._setup_distributed()
+            self._setup_output()
+            val_ids = self._setup_data()
+            self._setup_validation(val_ids)
+            self._setup_gate()
+            model = self._setup_model()
+            self._setup_engine(model)
+            self._setup_resume()
+            self._setup_loop_state()
+        except BaseException:
+            # The caller never gets this object to close it; the setup error is the one to report.
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
+
+    # ------------------------------------------------------------------------------------------ setup
+
+    def _setup_distributed(self) -> None:
+        cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.dist = d = init_distributed(cfg)
@@ -274,6 +297,10 @@ class Trainer:
         self.setup = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.setup_timeout))
         self.rank, self.world = d.rank, d.world_size
         self.master = d.rank == 0
+
+    def _setup_output(self) -> None:
+        """out_dir, who writes the shared files into it, config.json and the metrics log."""
+        cfg, d = self.cfg, self.dist
         self.out = Path(cfg.out_dir).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.writer = self._choose_writers()
@@ -293,22 +320,30 @@ class Trainer:
             f"device {d.device.type}, engine {cfg.engine}, out_dir {'shared' if self.shared else 'per node'}"
         )
 
+    def _setup_data(self) -> np.ndarray:
+        """Tokenizer, training blocks and this rank's sampler; returns the held-out validation block ids."""
+        cfg, d = self.cfg, self.dist
         try:
             if S.is_shard_dir(cfg.data):
                 self.tok, val_ids = self._prepare_shards()
-            else:
-                self.tok, tokens = self._prepare_data()
-                self.blocks = D.Blocks(tokens, cfg.block_size)
-                train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
-                if cfg.eval_data:  # validation has its own corpus: train on all of this one
-                    train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
-                self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
-                self.log(
-                    f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-                    f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
-                )
+                return val_ids
+            self.tok, tokens = self._prepare_data()
+            self.blocks = D.Blocks(tokens, cfg.block_size)
+            train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
+            if cfg.eval_data:  # validation has its own corpus: train on all of this one
+                train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
+            self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
         except (OSError, ValueError, KeyError) as e:  # a missing, empty or too small corpus
             raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        self.log(
+            f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+            f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+        )
+        return val_ids
+
+    def _setup_validation(self, val_ids: np.ndarray) -> None:
+        """The fixed validation batches: from the held-out blocks, or from --eval_data."""
+        cfg, d = self.cfg, self.dist
         self.val_blocks = self.blocks
         try:
             if cfg.eval_data:
@@ -318,12 +353,18 @@ class Trainer:
             self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
         except (OSError, ValueError, KeyError) as e:
             raise RunError(f"--{'eval_data' if cfg.eval_data else 'data'}={cfg.eval_data or cfg.data}: {e}", 2) from e
+
+    def _setup_gate(self) -> None:
+        cfg = self.cfg
         try:
             self.gate_baseline = G.read_baseline(cfg.gate_baseline) if cfg.gate_baseline else None
         except (OSError, ValueError) as e:
             raise RunError(f"--gate_baseline={cfg.gate_baseline}: {e}", 2) from e
         self.gate = None  # the verdict, once a completed run has its final validation
 
+    def _setup_model(self):
+        """The model on the CPU, its precision, and the FLOPs arithmetic for MFU."""
+        cfg, d = self.cfg, self.dist
         cuda = d.device.type == "cuda"
         self.bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and cuda and torch.cuda.is_bf16_supported())
         # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
@@ -349,6 +390,11 @@ class Trainer:
             + f", vocabulary {mc.vocab_size} (tokenizer {len(self.tok)})"
             + (", activation checkpointing" if cfg.grad_checkpoint else "")
         )
+        return model
+
+    def _setup_engine(self, model) -> None:
+        """Wrap the model in its engine (DDP, FSDP or DeepSpeed), which also makes the optimizer."""
+        cfg, d = self.cfg, self.dist
         dist.barrier(group=self.setup)  # ranks enter the engine's first broadcast together
         if cfg.engine == "deepspeed":
             from payload.engines import DeepSpeedEngine
@@ -364,29 +410,32 @@ class Trainer:
             mode = f", mode {cfg.compile_mode}" if self.engine.compiled else ""
             self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'}{mode} (--compile={cfg.compile})")
 
-        self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * d.world_size
+    def _setup_resume(self) -> None:
+        """The step to start from: 0, or that of the checkpoint this launch resumes."""
+        cfg = self.cfg
+        self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * self.world
         self.step, self.tokens_seen, self.start_step = 0, 0, 0
         self.ckpt_root = self.out / "checkpoints"
         self.resumed_from = self._resume() if cfg.resume or cfg.resume_from else None
         self.start_step = self.step
         self.log(
             f"tokens per step: {self.tokens_per_step:,} = {cfg.batch_size} batch x {cfg.block_size} "
-            f"tokens x {cfg.grad_accum} accum x {d.world_size} ranks"
+            f"tokens x {cfg.grad_accum} accum x {self.world} ranks"
         )
 
+    def _setup_loop_state(self) -> None:
+        """Stop agreement, losses and the timers of this launch."""
         self.stop_signal = 0
         self._stop_pending = None
-        self.stop_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=cfg.pg_timeout))
+        self.stop_group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.cfg.pg_timeout))
         self.val_loss_first = self.val_loss = self.train_loss = None
         self.val_step = -1  # the step self.val_loss was measured at
         self.train_time, self.train_tokens = 0.0, 0  # this launch, excluding the first (warm-up) step
-        self._interval = {
-            "t": 0.0,
-            "steps": 0,
-            "loss": torch.zeros((), device=d.device),
-            "comm": [],
-            "norm": 0.0,
-        }
+        self._interval = self._new_interval()
+
+    def _new_interval(self) -> dict:
+        """What _log_interval averages over the steps since the last metric line."""
+        return {"t": 0.0, "steps": 0, "loss": torch.zeros((), device=self.dist.device), "comm": [], "norm": 0.0}
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -736,13 +785,7 @@ class Trainer:
             f"norm {norm:.2f} | {step_ms:7.1f} ms | {tps:,.0f} tok/s ({tps_rank:,.0f}/rank) | "
             f"mfu {util * 100:.1f}% | comm {'-' if comm is None else f'{comm * 100:.0f}%'}"
         )
-        self._interval = {
-            "t": 0.0,
-            "steps": 0,
-            "loss": torch.zeros((), device=self.dist.device),
-            "comm": [],
-            "norm": 0.0,
-        }
+        self._interval = self._new_interval()
 
     def evaluate(self) -> float:
         t0 = time.time()
@@ -771,7 +814,7 @@ class Trainer:
     def run(self) -> int:
         cfg = self.cfg
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
         end = cfg.max_steps if not cfg.stop_after else min(cfg.max_steps, self.step + cfg.stop_after)
         if self.step < end:
             self.evaluate()
@@ -857,6 +900,19 @@ class Trainer:
             _write_json(self.out / "result.json", result)
 
     def close(self) -> None:
+        """Tear down whatever setup got to, on every path and before the interpreter shuts down: a gloo
+        group's worker and transport threads, and the TCPStore server's, otherwise still run while Python
+        and the C++ runtime are torn down, and a process that printed its error can then abort (SIGABRT)
+        instead of exiting with its code. Safe to call twice."""
+        if getattr(self, "metrics", None) is not None:
+            self.metrics.close()
+        for sig, handler in self._old_handlers.items():  # they hold this Trainer, so its engine and groups
+            if handler is not None:
+                signal.signal(sig, handler)
+        self._old_handlers = {}
+        # destroy_process_group() shuts every group down, but a group's threads end only with the last
+        # reference to it: drop the ones this object holds.
+        self.setup = self.stop_group = self.engine = self._stop_pending = None
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -865,7 +921,7 @@ def train(cfg: TrainConfig) -> int:
     trainer = None
     try:
         trainer = Trainer(cfg)
-        code = trainer.run()
+        return trainer.run()
     except RunError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         _failed_result(cfg, trainer, str(e), e.code)
@@ -874,8 +930,9 @@ def train(cfg: TrainConfig) -> int:
         # Leave a result.json that says why (collectives may be broken: write locally, then re-raise).
         _failed_result(cfg, trainer, f"{type(e).__name__}: {e}", 1)
         raise
-    trainer.close()
-    return code
+    finally:
+        if trainer is not None:  # (a Trainer that failed in __init__ has closed itself)
+            trainer.close()
 
 
 def _failed_result(cfg: TrainConfig, trainer: Trainer | None, error: str, code: int) -> None:
@@ -902,149 +959,13 @@ def _failed_result(cfg: TrainConfig, trainer: Trainer | None, error: str, code: 
             _write_json(out / "result.json", result)
 
 
-# ------------------------------------------------------------------------------------------- other commands
-
-
-def _latest_checkpoint(out: Path) -> Path:
-    latest = out / "checkpoints" / "latest"
-    if not latest.exists():
-        raise FileNotFoundError(f"{out}: no checkpoints/latest")
-    return out / "checkpoints" / latest.read_text().strip()
-
-
-def load_for_inference(out_dir: str):
-    """(model, tokenizer) from a run: its Hugging Face export, else its latest DDP checkpoint."""
-    from transformers import AutoTokenizer, GPT2LMHeadModel
-
-    out = Path(out_dir)
-    if (out / "hf_model" / "config.json").exists():
-        model = GPT2LMHeadModel.from_pretrained(str(out / "hf_model"), local_files_only=True)
-        return model, AutoTokenizer.from_pretrained(str(out / "hf_model"), local_files_only=True)
-    ckpt = _latest_checkpoint(out)
-    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
-    if not (ckpt / "model.pt").exists():
-        raise FileNotFoundError(
-            f"{ckpt} is a sharded (DeepSpeed or FSDP) checkpoint: generate reads the run's hf_model export"
-        )
-    cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
-    cfg.init_from = ""  # the checkpoint has the weights
-    model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
-    model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu"))
-    return as_hf(model), tok
-
-
-def generate(cfg: GenerateConfig) -> int:
-    model, tok = load_for_inference(cfg.out_dir)
-    model.eval()
-    torch.manual_seed(cfg.seed)
-    ids = tok(cfg.prompt, return_tensors="pt").input_ids
-    if ids.numel() == 0:
-        ids = torch.tensor([[tok.convert_tokens_to_ids(D.EOS)]])
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            do_sample=True,
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            top_k=cfg.top_k or None,
-            num_return_sequences=cfg.num_samples,
-            pad_token_id=tok.convert_tokens_to_ids(D.EOS),
-        )
-    for i, seq in enumerate(out):
-        print(f"--- sample {i}\n{tok.decode(seq, skip_special_tokens=True)}")
-    return 0
-
-
-def export(cfg: ExportConfig) -> int:
-    """Consolidate the latest DeepSpeed or FSDP checkpoint (all shards on this disk) into a HF directory."""
-    if not torch.cuda.is_available():
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    from transformers import AutoTokenizer
-
-    from payload.engines import export_deepspeed_checkpoint, export_fsdp_checkpoint
-
-    out = Path(cfg.out_dir)
-    ckpt = _latest_checkpoint(out)
-    tcfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
-    tcfg.init_from = ""
-    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
-    model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
-    target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model"
-    (export_fsdp_checkpoint if (ckpt / "dcp").is_dir() else export_deepspeed_checkpoint)(ckpt, model, target)
-    tok.save_pretrained(str(target))
-    print(f"exported {ckpt} -> {target}")
-    return 0
-
-
-def prepare(cfg: PrepareConfig) -> int:
-    """Tokenize a corpus once into verified shards (see payload/shards.py)."""
-    try:
-        D.corpus_files(cfg.data) if not D.is_hf_dataset(cfg.data) else None
-        t0 = time.time()
-        tok = D.load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
-        if tok is None:
-            tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
-            print(f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data}")
-        m = S.prepare(D.iter_documents(cfg.data, cfg.text_column), tok, cfg.out_dir, cfg.shard_tokens, cfg.data)
-    except (S.ShardError, OSError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(
-        f"prepared {m['tokens']:,} tokens of {m['documents']:,} documents in {len(m['shards'])} shards "
-        f"({m['dtype']}, vocabulary {m['vocab']}) -> {Path(cfg.out_dir) / S.MANIFEST} in {time.time() - t0:.1f} s"
-    )
-    return 0
-
-
-def verify_shards(cfg: ShardsConfig) -> int:
-    """Check every shard of a prepared directory against its manifest (size and SHA-256)."""
-    try:
-        m = S.read_manifest(cfg.data)
-        S.verify(cfg.data, m)
-    except S.ShardError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"{cfg.data}: {len(m['shards'])} shards, {m['tokens']:,} tokens, all match {S.MANIFEST}")
-    return 0
-
-
-def checkpoints(cfg: CheckpointsConfig) -> int:
-    """One line per checkpoint of a run: step, losses, when it was saved, size on disk; `*` marks latest."""
-    root = Path(cfg.out_dir) / "checkpoints"
-    latest = (root / "latest").read_text().strip() if (root / "latest").exists() else ""
-    rows = []
-    for ckpt in sorted(p for p in root.glob("step_*") if p.is_dir()):
-        try:
-            meta = json.loads((ckpt / "trainer.json").read_text())
-        except (OSError, ValueError) as e:
-            rows.append(f"  {ckpt.name}  unreadable: {e}")
-            continue
-        size = sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
-        when = meta.get("saved_at")
-        rows.append(
-            f"{'*' if ckpt.name == latest else ' '} {meta['step']:>8}  "
-            + "  ".join(
-                f"{meta[k]:>10.4f}" if isinstance(meta.get(k), float) else f"{'-':>10}"
-                for k in ("train_loss", "val_loss")
-            )
-            + f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when)) if when else '-':<19}"
-            + f"  {size / 2**20:>9.1f}  {meta.get('engine', '?'):<9} {ckpt}"
-        )
-    if not rows:
-        print(f"error: {root}: no checkpoints", file=sys.stderr)
-        return 1
-    print(f"  {'step':>8}  {'train loss':>10}  {'val loss':>10}  {'saved':<19}  {'size MiB':>9}  {'engine':<9} path")
-    print("\n".join(rows))
-    return 0
-
-
 COMMANDS = {
     "train": (TrainConfig, train),
-    "generate": (GenerateConfig, generate),
-    "export": (ExportConfig, export),
-    "prepare": (PrepareConfig, prepare),
-    "verify": (ShardsConfig, verify_shards),
-    "checkpoints": (CheckpointsConfig, checkpoints),
+    "generate": (GenerateConfig, C.generate),
+    "export": (ExportConfig, C.export),
+    "prepare": (PrepareConfig, C.prepare),
+    "verify": (ShardsConfig, C.verify_shards),
+    "checkpoints": (CheckpointsConfig, C.checkpoints),
 }
 
 

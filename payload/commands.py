@@ -1,0 +1,161 @@
+"""The commands of `train.py` besides training: generate, export, prepare, verify, checkpoints.
+
+They read what a run or `prepare` left on disk, in one process, without a process group; `train.py` parses
+their options and calls them (see COMMANDS there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from payload import data as D
+from payload import shards as S
+from payload.config import (
+    CheckpointsConfig,
+    ExportConfig,
+    GenerateConfig,
+    PrepareConfig,
+    ShardsConfig,
+    TrainConfig,
+    from_dict,
+)
+from payload.model import as_hf, build_model
+
+
+def _latest_checkpoint(out: Path) -> Path:
+    latest = out / "checkpoints" / "latest"
+    if not latest.exists():
+        raise FileNotFoundError(f"{out}: no checkpoints/latest")
+    return out / "checkpoints" / latest.read_text().strip()
+
+
+def load_for_inference(out_dir: str):
+    """(model, tokenizer) from a run: its Hugging Face export, else its latest DDP checkpoint."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    out = Path(out_dir)
+    if (out / "hf_model" / "config.json").exists():
+        model = GPT2LMHeadModel.from_pretrained(str(out / "hf_model"), local_files_only=True)
+        return model, AutoTokenizer.from_pretrained(str(out / "hf_model"), local_files_only=True)
+    ckpt = _latest_checkpoint(out)
+    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
+    if not (ckpt / "model.pt").exists():
+        raise FileNotFoundError(
+            f"{ckpt} is a sharded (DeepSpeed or FSDP) checkpoint: generate reads the run's hf_model export"
+        )
+    cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
+    cfg.init_from = ""  # the checkpoint has the weights
+    model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
+    model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu"))
+    return as_hf(model), tok
+
+
+def generate(cfg: GenerateConfig) -> int:
+    model, tok = load_for_inference(cfg.out_dir)
+    model.eval()
+    torch.manual_seed(cfg.seed)
+    ids = tok(cfg.prompt, return_tensors="pt").input_ids
+    if ids.numel() == 0:
+        ids = torch.tensor([[tok.convert_tokens_to_ids(D.EOS)]])
+    with torch.no_grad():
+        out = model.generate(
+            ids,
+            do_sample=True,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k or None,
+            num_return_sequences=cfg.num_samples,
+            pad_token_id=tok.convert_tokens_to_ids(D.EOS),
+        )
+    for i, seq in enumerate(out):
+        print(f"--- sample {i}\n{tok.decode(seq, skip_special_tokens=True)}")
+    return 0
+
+
+def export(cfg: ExportConfig) -> int:
+    """Consolidate the latest DeepSpeed or FSDP checkpoint (all shards on this disk) into a HF directory."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from transformers import AutoTokenizer
+
+    from payload.engines import export_deepspeed_checkpoint, export_fsdp_checkpoint
+
+    out = Path(cfg.out_dir)
+    ckpt = _latest_checkpoint(out)
+    tcfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
+    tcfg.init_from = ""
+    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
+    model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
+    target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model"
+    (export_fsdp_checkpoint if (ckpt / "dcp").is_dir() else export_deepspeed_checkpoint)(ckpt, model, target)
+    tok.save_pretrained(str(target))
+    print(f"exported {ckpt} -> {target}")
+    return 0
+
+
+def prepare(cfg: PrepareConfig) -> int:
+    """Tokenize a corpus once into verified shards (see payload/shards.py)."""
+    try:
+        D.corpus_files(cfg.data) if not D.is_hf_dataset(cfg.data) else None
+        t0 = time.time()
+        tok = D.load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
+        if tok is None:
+            tok = D.train_tokenizer(D.iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
+            print(f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data}")
+        m = S.prepare(D.iter_documents(cfg.data, cfg.text_column), tok, cfg.out_dir, cfg.shard_tokens, cfg.data)
+    except (S.ShardError, OSError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"prepared {m['tokens']:,} tokens of {m['documents']:,} documents in {len(m['shards'])} shards "
+        f"({m['dtype']}, vocabulary {m['vocab']}) -> {Path(cfg.out_dir) / S.MANIFEST} in {time.time() - t0:.1f} s"
+    )
+    return 0
+
+
+def verify_shards(cfg: ShardsConfig) -> int:
+    """Check every shard of a prepared directory against its manifest (size and SHA-256)."""
+    try:
+        m = S.read_manifest(cfg.data)
+        S.verify(cfg.data, m)
+    except S.ShardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{cfg.data}: {len(m['shards'])} shards, {m['tokens']:,} tokens, all match {S.MANIFEST}")
+    return 0
+
+
+def checkpoints(cfg: CheckpointsConfig) -> int:
+    """One line per checkpoint of a run: step, losses, when it was saved, size on disk; `*` marks latest."""
+    root = Path(cfg.out_dir) / "checkpoints"
+    latest = (root / "latest").read_text().strip() if (root / "latest").exists() else ""
+    rows = []
+    for ckpt in sorted(p for p in root.glob("step_*") if p.is_dir()):
+        try:
+            meta = json.loads((ckpt / "trainer.json").read_text())
+        except (OSError, ValueError) as e:
+            rows.append(f"  {ckpt.name}  unreadable: {e}")
+            continue
+        size = sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
+        when = meta.get("saved_at")
+        rows.append(
+            f"{'*' if ckpt.name == latest else ' '} {meta['step']:>8}  "
+            + "  ".join(
+                f"{meta[k]:>10.4f}" if isinstance(meta.get(k), float) else f"{'-':>10}"
+                for k in ("train_loss", "val_loss")
+            )
+            + f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when)) if when else '-':<19}"
+            + f"  {size / 2**20:>9.1f}  {meta.get('engine', '?'):<9} {ckpt}"
+        )
+    if not rows:
+        print(f"error: {root}: no checkpoints", file=sys.stderr)
+        return 1
+    print(f"  {'step':>8}  {'train loss':>10}  {'val loss':>10}  {'saved':<19}  {'size MiB':>9}  {'engine':<9} path")
+    print("\n".join(rows))
+    return 0
