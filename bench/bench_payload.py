@@ -186,7 +186,7 @@ def worker(args) -> None:
     import torch
     import torch.distributed as dist
 
-    from payload.config import TrainConfig, _coerce
+    from payload.config import TrainConfig, coerce
     from payload.train import Trainer
 
     preset, dtype, _, rounds, steps, block = ALL_CASES[args.case]
@@ -221,7 +221,7 @@ def worker(args) -> None:
     for variant in filter(None, (args.variants or "").split(";")):
         name, _, opts = variant.partition(":")
         over = dict(kv.split("=", 1) for kv in opts.split(","))
-        typed = {k: _coerce(TrainConfig, k, v, "--variants") for k, v in over.items()}
+        typed = {k: coerce(TrainConfig, k, v, "--variants") for k, v in over.items()}
         loops[name], fwd_bwd[name], _ = bare_loop(trainer, trainer.bf16, batch, block, "bare", typed)
     world = dist.get_world_size()
     tokens_per_step = batch * block * world

@@ -267,11 +267,6 @@ def check_key(cls: type, key: str, source: str) -> None:
         raise ConfigError(f"{source}: unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
 
 
-# The train_launch role and bench/bench_payload.py still call the old private names; drop these two once
-# they use resolve() or the CLI.
-_check_key, _coerce = check_key, coerce
-
-
 def _typed(values: dict[str, Any], source: str, cls: type) -> dict[str, Any]:
     """Every key checked and every value coerced to its field's type; no defaults, no validation."""
     out = {}
