@@ -29,7 +29,6 @@ import errno
 import json
 import math
 import os
-import platform
 import secrets
 import shutil
 import signal
@@ -82,6 +81,7 @@ from payload.model import (  # noqa: E402
     lr_at,
     mfu,
 )
+from payload.versions import versions  # noqa: E402
 
 RESULT_SCHEMA = 1
 # Every result.json has these keys (payload/README.md, "Output files"); a run that failed early leaves most None.
@@ -192,18 +192,6 @@ def init_distributed(cfg: TrainConfig) -> Dist:
     else:
         dist.init_process_group(backend, timeout=timeout, device_id=device if cuda else None)
     return Dist(rank, local_rank, world, local_world, device, backend)
-
-
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for pkg in ("torch", "transformers", "tokenizers", "datasets", "deepspeed", "numpy"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = None
-    return out
 
 
 def _duration(seconds: float) -> str:

@@ -119,3 +119,22 @@ def test_cli_errors_exit_2_with_one_message_and_no_output(args, stdin, message):
 def test_cli_help():
     proc = _cli("--help")
     assert proc.returncode == 0 and proc.stdout.startswith("usage: python config.py resolve")
+
+
+def test_versions_is_one_stdlib_probe_for_the_payload_and_the_launch():
+    """payload/versions.py runs without site-packages (-S: no torch) and prints every package the run depends on;
+    the payload's result.json takes the same function."""
+    import payload.train as train
+    from payload import versions
+
+    proc = subprocess.run(
+        [sys.executable, "-S", str(REPO / "payload" / "versions.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    )
+    got = json.loads(proc.stdout)
+    assert list(got) == ["python", *versions.PACKAGES] and got["torch"] is None  # -S hides site-packages
+    assert train.versions is versions.versions
+    assert versions.versions()["torch"] and versions.versions()["torch"].startswith("2.")
