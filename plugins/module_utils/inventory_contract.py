@@ -845,7 +845,7 @@ def _switch_rejected(inv: Inventory, sw: str) -> set[str]:
     """The switch variables its own rules (nxos_roce_qos_validate) refuse: rule switch_values reports them."""
     rendered = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
     rejected = {p["var"] for p in nxos_roce_qos_validate(rendered)}
-    shares = {"nxos_roce_qos_roce_bandwidth_percent", "nxos_roce_qos_default_bandwidth_percent"}
+    shares = {f"nxos_roce_qos_{q}_bandwidth_percent" for q in ("roce", "tcp", "default")}
     return rejected | shares if rejected & shares else rejected  # the switch reports the pair under one name
 
 
@@ -1038,14 +1038,39 @@ NXOS_RENDERED = (
 )
 
 
+def _inherited_clash(inv: Inventory, sw: str, var: str) -> bool:
+    """The switch's `var` only repeats a cluster_* mistake: every switch value of its kind (DSCPs, queues, shares)
+    equals its cluster_* counterpart and rule qos_classes or qos_shares already reports the cluster_* values."""
+    switch_kinds, cluster_kinds = QOS_PREFIXES["nxos_roce_qos_"][1], QOS_PREFIXES["cluster_"][1]
+    kind = next((k for k, names in switch_kinds.items() if var in names), None)
+    if kind is None:
+        return False
+    for mine, shared in zip(switch_kinds[kind], cluster_kinds[kind], strict=True):
+        value, default = inv.get(sw, mine), inv.get(sw, shared)
+        if value is None or default is None or _as_set(value) != _as_set(default):
+            return False
+    flagged = {
+        name for finding in (_class_clashes, _shares_off) for name, _, _ in finding(inv, sw, "cluster_").values()
+    }
+    return bool(flagged & set(cluster_kinds[kind]))
+
+
+def _as_set(value: Any) -> frozenset:
+    items = value if isinstance(value, list) else [value]
+    return frozenset(v if as_int(v) is None else as_int(v) for v in items)
+
+
 @rule
 def switch_values(inv: Inventory) -> Iterator[Problem]:
-    """Every value rendered into the switch config: ranges, consistency, NX-OS names, no CLI injection."""
+    """Every value rendered into the switch config: ranges, consistency, NX-OS names, no CLI injection. A value
+    that only repeats a cluster_* mistake is reported once, under the cluster_* name (as the hosts' are)."""
     for sw in inv.members(SWITCHES):
         if "variables" in inv.unreadable.get(sw, {}):
             continue
         values = {n: inv.get(sw, n) for n in NXOS_RENDERED if inv.get(sw, n) is not None}
         for p in nxos_roce_qos_validate(values):
+            if _inherited_clash(inv, sw, p["var"]):
+                continue
             msg = p["msg"].removeprefix(f"{p['var']}: ").removeprefix(p["var"]).lstrip()
             yield Problem(sw, p["var"], msg)
 

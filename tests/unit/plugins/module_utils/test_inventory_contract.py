@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract as C
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
 
 pytestmark = pytest.mark.lint
 
@@ -98,13 +99,8 @@ SWITCH = {
     "nxos_roce_qos_interfaces": [{"name": "Ethernet1/1/1"}, {"name": "Ethernet1/1/2", "description": "rank 1"}],
     "nxos_roce_qos_roce_class": "RDMA",
     "nxos_roce_qos_checkpoint_file": "bootflash:nxos_roce_qos.ckpt",
-    # The rest of the rendered values, as the role's defaults hand them over (fabric TCP in the lossless
-    # class here, so the two shares above are all of it).
-    "nxos_roce_qos_profile": "dcqcn",
-    "nxos_roce_qos_tcp_dscp": 10,
-    "nxos_roce_qos_tcp_qos_group": 1,
-    "nxos_roce_qos_tcp_bandwidth_percent": 25,
-    "nxos_roce_qos_tcp_lossless": True,
+    # The rest of the rendered values, as the role's defaults hand them over.
+    "nxos_roce_qos_tcp_lossless": False,
     "nxos_roce_qos_ecn_drop_probability": 7,
     "nxos_roce_qos_ecn_weight": 0,
     "nxos_roce_qos_ecn_thresholds_by_speed": {100000: {"min_kbytes": 150, "max_kbytes": 3000, "source": "Cisco"}},
@@ -353,9 +349,8 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         "qos-host-nodrop-differs-from-switch",
         setv("sw", "nxos_roce_qos_nodrop_cos", 1),
         [
-            "sw: nxos_roce_qos_tcp_qos_group 1 equals nxos_roce_qos_nodrop_cos: fabric TCP needs its own lossy class, "
-            "not the no-drop one",
             "all: rdma_qos_pfc_priority 3 differs from sw's nxos_roce_qos_nodrop_cos 1: host and switch must agree",
+            "sw: nxos_roce_qos_tcp_qos_group must be a queue of the 4q scheme ([1, 2, 3]) other than the no-drop (1) and CNP (2) queues: fabric TCP is lossy, got 1",
         ],
     ),
     (
@@ -495,9 +490,9 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
     (
         "qos-switch-tcp-dscp-in-roce-list",
         both(setv("sw", "nxos_roce_qos_roce_dscp", [24, 26]), setv("sw", "nxos_roce_qos_tcp_dscp", 24)),
+        # The switch's own rules refuse it (one report: the contract steps aside for a value they refuse).
         [
-            f"sw: nxos_roce_qos_tcp_dscp 24 is in nxos_roce_qos_roce_dscp [24, 26]: {TCP_NOT_ROCE}",
-            "all: rdma_qos_tcp_dscp 10 differs from sw's nxos_roce_qos_tcp_dscp 24: host and switch must agree",
+            "sw: nxos_roce_qos_tcp_dscp must be a DSCP value 0-63 other than the RoCE and CNP values (fabric TCP needs its own class), got 24"
         ],
     ),
     (
@@ -658,7 +653,7 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         "switch-bandwidth-over-100",
         setv("sw", "nxos_roce_qos_default_bandwidth_percent", 60),
         [
-            "sw: nxos_roce_qos_roce_bandwidth_percent (1-100) + nxos_roce_qos_default_bandwidth_percent (0-100) must be at most 100, got 50 + 60"
+            "sw: nxos_roce_qos_roce_bandwidth_percent (1-100) + nxos_roce_qos_tcp_bandwidth_percent (1-100) + nxos_roce_qos_default_bandwidth_percent (0-100) must be at most 100, got 50 + 25 + 60"
         ],
     ),
     (
@@ -780,17 +775,18 @@ def test_bad_inventory_names_host_and_variable(change, expected) -> None:
 
 def test_a_role_alone_sees_the_cluster_clash_its_defaults_repeat() -> None:
     """cluster_cnp_cos on the no-drop CoS, as a real run hands it over: the host's and the switch's defaults repeat
-    it. Reported once, under cluster_*; rdma_qos used alone (its own variables only) still fails on it."""
+    it. Reported once, under cluster_*; rdma_qos used alone (its own variables only) still fails on it, and so does
+    the switch role alone."""
     inv = good()
     both(
         on_all("cluster_cnp_cos", 3), on_all("rdma_qos_cnp_priority", 3), setv("sw", "nxos_roce_qos_cnp_qos_group", 3)
     )(inv)
     clash = "all: cluster_cnp_cos 3 equals cluster_nodrop_cos: CNPs need their own strict-priority class"
-    assert [str(p) for p in C.check(inv)] == [
-        clash,
-        "sw: nxos_roce_qos_cnp_qos_group must differ from nxos_roce_qos_nodrop_cos (3)",  # the switch's own rules
-    ]
+    assert [str(p) for p in C.check(inv)] == [clash]
     assert [str(p) for p in C.check(inv, ("rdma_qos_",))] == [clash]
+    # The switch role used alone still refuses it: its own rules (its tasks/assert.yml) see the repeated value.
+    rendered = {n: inv.get("sw", n) for n in C.NXOS_RENDERED if inv.get("sw", n) is not None}
+    assert [p["var"] for p in nxos_roce_qos_validate(rendered)] == ["nxos_roce_qos_cnp_qos_group"]
     assert [str(p) for p in C.check(inv, ("common_",))] == []
 
 
