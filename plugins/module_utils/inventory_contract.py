@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import (
     DSCP_RANGE,
@@ -597,10 +598,9 @@ def _nameservers(host: str, label: str, iface: dict) -> Iterator[Problem]:
 
 
 def fabric_address(inv: Inventory, host: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface | None:
-    """The design's fabric address: the first address of the first fabric interface."""
-    ifaces = _interfaces(inv, host)
-    addrs = ifaces[0].get("addresses") if ifaces else None
-    return _interface(addrs[0]) if isinstance(addrs, list) and addrs else None
+    """The design's fabric address (module_utils/fabric.py), as an interface (address and prefix)."""
+    cidr = fabric_cidr(_interfaces(inv, host))
+    return _interface(cidr) if cidr is not None else None
 
 
 @rule
