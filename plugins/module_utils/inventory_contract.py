@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import (
     DSCP_RANGE,
@@ -92,17 +93,6 @@ class Inventory:
 # ---------------------------------------------------------------- value checks (return what is wrong)
 
 Check = Callable[[Any], str | None]
-
-
-def as_int(value: Any) -> int | None:
-    """An int, or a string of digits as `-e name=9000` passes it; None for anything else (bool too)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
-        return int(value)
-    return None
 
 
 def integer(lo: int | None = None, hi: int | None = None, even: bool = False) -> Check:

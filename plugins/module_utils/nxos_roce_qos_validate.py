@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import numbers
+
 DOCUMENTATION = """
 name: nxos_roce_qos_validate
 short_description: Validate every value nxos_roce_qos renders into an NX-OS config
@@ -95,16 +97,9 @@ MISSING_HINTS = {
 
 
 def as_int(value, low, high, even=False):
-    """The value as an int if it is an integer (or a digit string) in [low, high], else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
-        number = int(value)
-    else:
-        return None
-    if not low <= number <= high or (even and number % 2):
+    """The value as an int if it is an integer (or a digit string, numbers.as_int) in [low, high], else None."""
+    number = numbers.as_int(value)
+    if number is None or not low <= number <= high or (even and number % 2):
         return None
     return number
 

@@ -8,10 +8,10 @@ Tested in tests/unit/plugins/module_utils/test_shortcuts.py.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
 
 TRUE = {"true", "yes", "on", "1"}
 FALSE = {"false", "no", "off", "0"}
@@ -22,8 +22,8 @@ def shortcut_value(value: Any, name: str, kind: str) -> Any:
     if kind == "int":
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-            return int(value)
+        if (number := as_int(value.strip() if isinstance(value, str) else value)) is not None:
+            return number
         raise RuleError(f"-e {name}={value!r}: not an integer")
     if kind == "bool":
         if isinstance(value, bool):
