@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_validate as nxos_validate
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
@@ -991,41 +992,8 @@ def host_qos(inv: Inventory) -> Iterator[Problem]:
     yield from _on_hosts(seen, nodes)
 
 
-# The variables the switch role renders into the device config (its validator's input).
-NXOS_RENDERED = (
-    "nxos_roce_qos_roce_dscp",
-    "nxos_roce_qos_cnp_dscp",
-    "nxos_roce_qos_nodrop_cos",
-    "nxos_roce_qos_cnp_qos_group",
-    "nxos_roce_qos_queue_scheme",
-    "nxos_roce_qos_mtu",
-    "nxos_roce_qos_roce_bandwidth_percent",
-    "nxos_roce_qos_default_bandwidth_percent",
-    "nxos_roce_qos_ecn_min_threshold_kbytes",
-    "nxos_roce_qos_ecn_max_threshold_kbytes",
-    "nxos_roce_qos_ecn_drop_probability",
-    "nxos_roce_qos_ecn_weight",
-    "nxos_roce_qos_ecn_thresholds_by_speed",
-    "nxos_roce_qos_port_speed",
-    "nxos_roce_qos_roce_class",
-    "nxos_roce_qos_cnp_class",
-    "nxos_roce_qos_marking_policy",
-    "nxos_roce_qos_network_policy",
-    "nxos_roce_qos_queuing_policy",
-    "nxos_roce_qos_checkpoint_file",
-    "nxos_roce_qos_interfaces",
-    "nxos_roce_qos_class_match",
-    "nxos_roce_qos_default_qos_group",
-    "nxos_roce_qos_pfc_mode",
-    "nxos_roce_qos_profile",
-    "nxos_roce_qos_tcp_class",
-    "nxos_roce_qos_tcp_dscp",
-    "nxos_roce_qos_tcp_qos_group",
-    "nxos_roce_qos_tcp_bandwidth_percent",
-    "nxos_roce_qos_tcp_lossless",
-    "nxos_roce_qos_pfc_cable_length_m",
-    "nxos_roce_qos_pfc_pause_buffer",
-)
+# The variables the switch role renders into the device config (its validator's input), as it lists them.
+NXOS_RENDERED = nxos_validate.RENDERED
 
 
 def _inherited_clash(inv: Inventory, sw: str, var: str) -> bool:

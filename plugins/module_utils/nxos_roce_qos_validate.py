@@ -86,6 +86,8 @@ REQUIRED = (
     "nxos_roce_qos_pfc_mode",
     "nxos_roce_qos_pfc_cable_length_m",
 )
+# Every variable the role renders into the device config: what the inventory contract reads for each switch.
+RENDERED = REQUIRED + NULLABLE
 
 MISSING_HINT = "the role's defaults/main.yml sets it, from the shared cluster_* values where it has one"
 # Defaults read from another variable: where to look when they come out empty.
