@@ -29,18 +29,7 @@ GOOD_IFACE = {"name": "ens192", "addresses": ["192.168.250.201/24"], "mtu": 9000
 # A valid host QoS; each rdma_qos case below breaks one thing in it.
 QOS_VARS = {
     "cluster_fabric_interfaces": [GOOD_IFACE],
-    "cluster_qos_profile": "dcqcn",
-    "cluster_roce_dscp": 26,
-    "cluster_cnp_dscp": 48,
-    "cluster_tcp_dscp": 10,
-    "cluster_nodrop_cos": 3,
-    "cluster_cnp_cos": 2,
-    "cluster_tcp_cos": 1,
-    "cluster_roce_bandwidth_percent": 50,
-    "cluster_tcp_bandwidth_percent": 25,
-    "cluster_default_bandwidth_percent": 25,
-    "cluster_tcp_lossless": False,
-    "cluster_nccl_ib_qps_per_connection": 1,
+    **yaml.safe_load((ROOT / "inventory" / "example" / "group_vars" / "all" / "qos.yml").read_text()),
 }
 
 

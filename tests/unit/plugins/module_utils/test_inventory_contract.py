@@ -12,27 +12,17 @@ import copy
 from collections.abc import Callable
 
 import pytest
+import yaml
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract as C
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
+
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.lint
 
 
-# The example's group_vars/all/qos.yml (CNPs on CoS 2: a 4-queue switch).
-CLUSTER_QOS = {
-    "cluster_qos_profile": "dcqcn",
-    "cluster_roce_dscp": 26,
-    "cluster_cnp_dscp": 48,
-    "cluster_tcp_dscp": 10,
-    "cluster_nodrop_cos": 3,
-    "cluster_cnp_cos": 2,
-    "cluster_tcp_cos": 1,
-    "cluster_roce_bandwidth_percent": 50,
-    "cluster_tcp_bandwidth_percent": 25,
-    "cluster_default_bandwidth_percent": 25,
-    "cluster_tcp_lossless": False,
-    "cluster_nccl_ib_qps_per_connection": 1,
-}
+# The example's group_vars/all/qos.yml (CNPs on CoS 2: a 4-queue switch), read from there.
+CLUSTER_QOS = yaml.safe_load((ROOT / "inventory" / "example" / "group_vars" / "all" / "qos.yml").read_text())
 
 
 def node(addr: str, mgmt: str, rank: int, **kw) -> dict:
