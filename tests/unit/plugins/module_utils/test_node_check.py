@@ -577,7 +577,7 @@ DOWN, UP = "mlx5_core 0000:42:00.1 eth4: Link down", "mlx5_core 0000:42:00.1 eth
 
 def test_link_flaps_from_the_journal() -> None:
     real = fixture("journal_links_xid.txt")
-    # The kernel's lines only: systemd-networkd's `Lost carrier` also follows the changes it makes itself.
+    # The kernel's lines only: systemd-networkd's `Link DOWN` and `Lost carrier` also follow the changes it makes.
     assert nc.link_events(nc.parse_log(real), {"eth4", "mlx5_5", "enp1s0"}) == [
         (1763366400.0, "eth4", "down"), (1763366407.0, "eth4", "up"), (1763366501.0, "mlx5_5:1", "up"),
     ]  # fmt: skip
@@ -676,6 +676,19 @@ def test_command_exit_codes(tmp_path: Path, capsys, monkeypatch) -> None:
     (root / "proc").mkdir()
     (root / "proc/modules").write_text("ib_core 458752 8 - Live 0x0\n")
     assert nc.main(["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief"]) == 0
+    # A short link flap in the kernel's log (journalctl on PATH prints it): a warning, exit 1.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    now = time.time()
+    (tools / "journal.txt").write_text(
+        line(now - 600, "mlx5_core 0000:42:00.1 rdma0: Link down")
+        + line(now - 593, "mlx5_core 0000:42:00.1 rdma0: Link up")
+    )
+    (tools / "journalctl").write_text(f"#!/bin/sh\nexec /bin/cat '{tools / 'journal.txt'}'\n")
+    (tools / "journalctl").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    assert nc.main(["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "warn: rdma0: 1 short link flap(s) in 24 h (longest 7 s)"
     (root / "sys/class/net/rdma0/carrier").write_text("0\n")
     assert nc.main(["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief"]) == 2
     assert capsys.readouterr().out.splitlines()[-1] == "fail: rdma0: link down (operstate up, carrier 0)"
