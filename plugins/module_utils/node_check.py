@@ -158,12 +158,17 @@ def load_config(path: str) -> dict:
 # --------------------------------------------------------------------------------------------- tools
 
 
+# Where the tools are when the caller gives no PATH (a scheduler may run the command with an empty environment):
+# sminfo and ethtool live in sbin.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 class Tools:
-    """Runs the node's tools (found on PATH, or on `path`); tests pass their own with recorded outputs.
-    run() returns {"rc", "out", "err"}, or None when the tool is not installed."""
+    """Runs the node's tools (found on PATH, or on `path`; SYSTEM_PATH when PATH is unset); tests pass their own
+    with recorded outputs. run() returns {"rc", "out", "err"}, or None when the tool is not installed."""
 
     def __init__(self, path: str | None = None):
-        self.path = path
+        self.path = path or os.environ.get("PATH") or SYSTEM_PATH
 
     def run(self, argv: list[str], timeout: float = 60) -> dict | None:
         exe = shutil.which(argv[0], path=self.path)
@@ -723,7 +728,7 @@ def collect(config: dict, root="/", tools: Tools | None = None, now: float | Non
         if facts["nvidia_smi"] is not None and facts["nvidia_smi"]["rc"] == 0:
             facts["nvlink"] = tools.run(["nvidia-smi", "nvlink", "-s"])
         level = t["dcgm_level"]
-        if level and (facts["gpus_proc"]["count"] or facts["nvidia_smi"] is not None):
+        if level and (facts["gpus_proc"]["count"] or (facts["nvidia_smi"] or {}).get("rc") == 0):
             limit = t["dcgm_timeout_s"].get(str(level), 2700)
             facts["dcgm"] = tools.run(["dcgmi", "diag", "-r", str(level), "-j"], timeout=limit)
     if "gpu" in groups or "flaps" in groups:

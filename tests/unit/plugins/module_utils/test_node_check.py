@@ -794,3 +794,12 @@ def test_gpu_peer_memory(tmp_path: Path) -> None:
     assert one(judge(facts, config(gpus=1)), "gpu peer memory")["status"] == "skip"
     # No RDMA device: no GPUDirect RDMA to judge.
     assert checks(judge(facts | {"rdma": []}, config(gpus=1)), "gpu peer memory") == []
+
+
+def test_tools_are_found_in_sbin_when_the_caller_gives_no_path(monkeypatch) -> None:
+    """A scheduler may run the command with an empty environment: sminfo and ethtool live in /usr/sbin."""
+    monkeypatch.delenv("PATH", raising=False)
+    assert nc.Tools().path == nc.SYSTEM_PATH and "/usr/sbin" in nc.SYSTEM_PATH.split(":")
+    monkeypatch.setenv("PATH", "/opt/tools")
+    assert nc.Tools().path == "/opt/tools" and nc.Tools("/x").path == "/x"
+    assert nc.Tools("/nonexistent").run(["nvidia-smi"]) is None
