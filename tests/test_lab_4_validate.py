@@ -171,8 +171,9 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
         assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
         assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health
         assert health[(host, "pause counters")]["status"] == "skip", health[(host, "pause counters")]
-        # The containers' journal may or may not hold the kernel's messages: skipped, or read and quiet.
-        assert health[(host, "link flaps")]["status"] in ("skip", "pass"), health[(host, "link flaps")]
+        # The containers' journal may or may not hold the kernel's messages: skipped, or read (test_lab_4_faults
+        # flapped rdma0 for 20 s earlier: a short flap warns, the rung still passes).
+        assert health[(host, "link flaps")]["status"] in ("skip", "pass", "warn"), health[(host, "link flaps")]
     nic = by["nic_counters"]
     assert nic["status"] == "skip" and "no RDMA port counters (no RDMA device)" in nic["reason"], nic
     # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented: the rung
@@ -235,8 +236,9 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
         assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
         assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health
         assert health[(host, "pause counters")]["status"] == "skip", health[(host, "pause counters")]
-        # The containers' journal may or may not hold the kernel's messages: skipped, or read and quiet.
-        assert health[(host, "link flaps")]["status"] in ("skip", "pass"), health[(host, "link flaps")]
+        # The containers' journal may or may not hold the kernel's messages: skipped, or read (test_lab_4_faults
+        # flapped rdma0 for 20 s earlier: a short flap warns, the rung still passes).
+        assert health[(host, "link flaps")]["status"] in ("skip", "pass", "warn"), health[(host, "link flaps")]
     nic = by["nic_counters"]
     assert nic["status"] == "skip" and "no RDMA port counters (no RDMA device)" in nic["reason"], nic
     tcp = by["tcp_bw"]
