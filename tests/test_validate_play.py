@@ -84,7 +84,7 @@ def test_unreachable_node_fails_inventory_and_stops(tmp_path: Path) -> None:
     assert first["reason"] == f"down1: unreachable over SSH ({REFUSED}); host checks not run", first
     # The node that answers passed its preflight checks (the inventory contract was checked too).
     assert [c["status"] for c in first["checks"] if c["host"] == "here"] == ["pass"], first["checks"]
-    assert len(later) == 9 and all(r["status"] == "skip" for r in later), later
+    assert len(later) == 10 and all(r["status"] == "skip" for r in later), later
     assert {r["reason"] for r in later} == {"not run: the ladder stopped at the failing rung inventory"}
     flat = " ".join(proc.stdout.split())
     assert f"[FAIL] inventory 1 hosts (threshold 2) bad hosts: down1 — down1: unreachable over SSH ({REFUSED})" in flat
@@ -99,7 +99,7 @@ def test_unreachable_node_keep_going_runs_the_rest_without_it(tmp_path: Path) ->
     assert verdict["first_failure"] == "inventory" and not verdict["stopped_early"], verdict["rungs"]
     by = {r["name"]: r for r in verdict["rungs"]}
     # Every later rung ran (it has a decision time) on the node that answers, and says it left down1 out.
-    for name in ("reachability", "node_health", "path_mtu", "tcp_bw", "allreduce", "switch", "train"):
+    for name in ("reachability", "node_health", "path_mtu", "tcp_bw", "allreduce", "switch", "nic_counters", "train"):
         assert "at" in by[name] and by[name]["left_out"] == ["down1"], by[name]
         assert "left out down1 (unreachable over SSH, see inventory)" in by[name]["reason"], by[name]
     assert by["reachability"]["status"] == "pass" and by["node_health"]["status"] == "pass", verdict["rungs"]
@@ -129,7 +129,7 @@ def test_node_lost_mid_ladder_fails_its_rung_naming_it(tmp_path: Path, keep_goin
         assert all(r["status"] == "skip" for r in verdict["rungs"][2:]), verdict["rungs"]
         return
     # The node that answers ran every later rung alone; each says which node it left out and since when.
-    for name in ("node_health", "path_mtu", "tcp_bw", "allreduce", "switch", "train"):
+    for name in ("node_health", "path_mtu", "tcp_bw", "allreduce", "switch", "nic_counters", "train"):
         assert "at" in by[name] and by[name]["left_out"] == ["goes"], by[name]
         assert "left out goes (left the play during reachability)" in by[name]["reason"], by[name]
     assert by["node_health"]["status"] == "pass", by["node_health"]

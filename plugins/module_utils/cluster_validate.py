@@ -13,6 +13,7 @@ import json
 import re
 from collections import Counter
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
 
 DOCUMENTATION = """
@@ -24,11 +25,15 @@ description: See roles/cluster_validate/README.md.
 
 roce_gid_of = nccl_rules.roce_gid_of
 parse_nccl_log = nccl_rules.parse_nccl_log
+# The node's own parsers and units live with the node checks (rdma-node-check runs them on the node).
+link_rate_gbps = node_check.link_rate_gbps
+required_ib_mtu = node_check.required_ib_mtu
+parse_ibv_devinfo = node_check.parse_ibv_devinfo
+parse_sminfo = node_check.parse_sminfo
 
 SCHEMA = "rdma-llm-cluster/validate-verdict/1"
 STATUSES = ("pass", "fail", "skip")
 NO_SPEED = "no threshold: link speed unknown"
-IB_MTUS = (256, 512, 1024, 2048, 4096)
 
 
 # ---------------------------------------------------------------------------------------------- rungs
@@ -125,24 +130,6 @@ def mib_per_s_to_gbps(mib_per_s):
     return float(mib_per_s) * 1048576 * 8 / 1e9
 
 
-def link_rate_gbps(value):
-    """Line rate in Gb/s from sysfs net `speed` (Mb/s, int or str) or an RDMA port `rate` ("100 Gb/sec (4X EDR)").
-
-    None when unknown: -1 / empty / unreadable (veth and other virtual NICs report no speed).
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value) / 1000 if value > 0 else None
-    text = str(value).strip()
-    match = re.match(r"^([\d.]+)\s*Gb/sec", text)
-    if match:
-        return float(match.group(1))
-    if re.fullmatch(r"-?\d+", text):
-        return link_rate_gbps(int(text))
-    return None
-
-
 def threshold_for(rate_gbps, fraction):
     """fraction x line rate, or None when the line rate is unknown (never a made-up number)."""
     if rate_gbps is None:
@@ -156,12 +143,6 @@ def busbw(algbw, world):
     if n < 1:
         raise ValueError("world size must be >= 1")
     return float(algbw) * 2 * (n - 1) / n
-
-
-def required_ib_mtu(netdev_mtu):
-    """Largest RDMA path MTU that fits a netdev MTU (RoCE) — what `active_mtu` should reach."""
-    fits = [m for m in IB_MTUS if m <= int(netdev_mtu)]
-    return fits[-1] if fits else IB_MTUS[0]
 
 
 # ---------------------------------------------------------------------------------------------- pairing
@@ -220,51 +201,6 @@ def suspects(bad_pairs, hosts=None):
 # ---------------------------------------------------------------------------------------------- parsers
 
 
-def _num(text):
-    text = text.strip()
-    if re.fullmatch(r"0x[0-9a-fA-F]+", text):
-        return int(text, 16)
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def parse_ibv_devinfo(text):
-    """`ibv_devinfo` (rdma-core) -> [{hca_id, transport, fw_ver, node_guid, vendor_id, ports: [...]}]."""
-    devices = []
-    dev = port = None
-    for raw in str(text).splitlines():
-        line = raw.strip()
-        if not line or ":" not in line:
-            continue
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "hca_id":
-            dev = {"hca_id": value, "ports": []}
-            devices.append(dev)
-            port = None
-        elif dev is None:
-            continue
-        elif key == "port":
-            port = {"port": int(value)}
-            dev["ports"].append(port)
-        elif port is not None:
-            if key in ("state", "phys_state"):
-                port[key] = value.split()[0]
-            elif key in ("max_mtu", "active_mtu"):
-                port[key] = int(value.split()[0])
-            elif key in ("sm_lid", "port_lid", "port_lmc"):
-                port[key] = _num(value.split()[0])
-            elif key == "link_layer":
-                port[key] = value
-        elif key in ("transport", "fw_ver", "node_guid", "sys_image_guid", "vendor_id", "vendor_part_id", "hw_ver"):
-            dev[key] = value
-        elif key == "phys_port_cnt":
-            dev[key] = int(value)
-    return devices
-
-
 def parse_perftest_bw(text):
     """ib_write_bw / ib_send_bw / ib_read_bw report -> {bytes, iterations, peak, average, unit, gbps, ...}.
 
@@ -316,23 +252,6 @@ def parse_perftest_lat(text):
             out.update(dict(zip(cols, values, strict=False)))
             return out
     return None
-
-
-def parse_sminfo(text):
-    """`sminfo` (infiniband-diags) -> {sm_lid, sm_guid, activity, priority, state, state_name} or None."""
-    match = re.search(
-        r"sm lid (\d+) sm guid (0x[0-9a-fA-F]+), activity count (\d+) priority (\d+) state (\d+) (\w+)", str(text)
-    )
-    if not match:
-        return None
-    return {
-        "sm_lid": int(match.group(1)),
-        "sm_guid": match.group(2),
-        "activity": int(match.group(3)),
-        "priority": int(match.group(4)),
-        "state": int(match.group(5)),
-        "state_name": match.group(6),
-    }
 
 
 def parse_iperf3(text):
@@ -488,65 +407,34 @@ def evaluate_path_mtu(results, hosts):
     )
 
 
-VIRTUAL_RDMA = {
-    "vmw_pvrdma": (
-        "VMware paravirtual RDMA (vmw_pvrdma): traffic goes through the hypervisor's vSwitch; expect a fraction "
-        "of the physical line rate and no PFC/ECN end to end — use passthrough or SR-IOV for training"
-    ),
-}
-VMWARE_VENDOR_ID = "0x15ad"
-SRIOV_NOTE = (
-    "SR-IOV virtual function: shares the physical port (and its line rate) with the other VFs on it; "
-    "per-VF rate limits may apply"
-)
+def evaluate_node_health(results, hosts):
+    """Node health: each host's rdma-node-check result (module rdma_llm.cluster.node_check: the node's checks and
+    their verdicts, the same rules a scheduler's health check runs), gathered into the rung.
 
-
-def evaluate_node_health(probes, expect, line_rate=0.0):
-    """Node health from each host's probe (files/probe.py node + rdma_sysfs_devices + ibv_devinfo + sminfo).
-
-    probes: {host: {"nic": {...}, "rdma": {devices, state}, "ibv_devinfo": text|None, "sminfo": text|None,
-                    "modules": [..]|None, "gpus": {"count", "driver"}|None}}
-    expect: {host: {"interface", "mtu", "address", "link_layer", "devices": [...], "modules": [...], "gpus": int}}
-    line_rate: the Gb/s every fabric NIC and RDMA port must run at (cluster_validate_line_rate_gbps; 0: none
-    expected, a node whose links run at different rates is noted). Returns the rung with `speeds` (host -> its
-    slowest link) and `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand).
-    """
-    checks = []
-    notes = []
-    rates = {}
-    for host in sorted(expect):
-        want = expect[host]
-        probe = probes.get(host)
-        if probe is None:
-            checks.append(_check(host, "probe", "fail", "no probe result (host failed or unreachable)"))
+    results: {host: node_check result | None (the module failed)}; hosts: the nodes of the rung. Each check gets
+    its host; a warning passes and is noted. Returns the rung with `speeds` (host -> its slowest link) and
+    `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand)."""
+    checks, notes, rates = [], [], {}
+    for host in sorted(hosts):
+        res = results.get(host)
+        if not res or not res.get("checks"):
+            why = (res or {}).get("reason") or "host failed or unreachable"
+            checks.append(_check(host, "probe", "fail", f"no node check result ({why})"))
             continue
-        ifname = want["interface"]
-        nic_checks, rate = _nic_checks(host, ifname, probe.get("nic") or {}, want["mtu"], line_rate)
-        checks += nic_checks
-        if rate is False:
-            continue
-        _rate(rates, host, ifname, rate)
-        nic = probe.get("nic") or {}
-        if nic.get("sriov_vf"):
-            notes.append(f"{host}: {ifname} is an {SRIOV_NOTE}")
-        checks += _rdma_checks(host, want, probe, notes, rates, line_rate)
-        checks += _rail_checks(host, want, probe, notes, rates, line_rate)
-        checks += _module_checks(host, want, probe)
-        checks += _gpu_checks(host, want, probe)
-        known = {rail: r for rail, r in rates[host].items() if r is not None}
-        if len(set(known.values())) > 1 and not line_rate:
-            notes.append(
-                f"{host}: fabric links at different line rates ("
-                + ", ".join(f"{rail} {r:g} Gb/s" for rail, r in known.items())
-                + "): each rail is held to its own; set cluster_validate_line_rate_gbps to fail a link trained down"
-            )
-    good = [h for h in expect if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+        for c in res["checks"]:
+            checks.append(_check(host, c["check"], c["status"], c["detail"], c.get("value"), c.get("threshold"),
+                                 c.get("unit")))  # fmt: skip
+            if c["status"] == "warn":
+                notes.append(f"{host}: warning: {c['detail']}")
+        notes += [f"{host}: {n}" for n in res.get("notes") or []]
+        rates[host] = res.get("rail_speeds") or {}
+    good = [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
     skipped = sorted({c["detail"].split(": ", 1)[-1] for c in checks if c["status"] == "skip"})
     return _rung_from_checks(
         "node_health",
         checks,
         value=len(good),
-        threshold=len(expect),
+        threshold=len(hosts),
         unit="hosts",
         pass_reason=("skipped: " + "; ".join(skipped)) if skipped else None,
         notes=notes,
@@ -555,61 +443,40 @@ def evaluate_node_health(probes, expect, line_rate=0.0):
     )
 
 
+def evaluate_nic_counters(results, hosts):
+    """The NIC port counters around the stress rungs: each host's rdma-node-check `--only counters` after the
+    all-reduce, against the reading its node_health run kept (the ladder's state dir). An error counter that grew
+    fails, naming host, device, port and counter; the mlx5 congestion counters and the no-drop priority's pause
+    counters are reported (`deltas`, `pause`)."""
+    checks, deltas, pause = [], {}, {}
+    for host in sorted(hosts):
+        res = results.get(host)
+        if not res or not res.get("checks"):
+            why = (res or {}).get("reason") or "host failed or unreachable"
+            checks.append(_check(host, "probe", "fail", f"no node check result ({why})"))
+            continue
+        checks += [_check(host, c["check"], c["status"], c["detail"]) for c in res["checks"]]
+        counters = res.get("counters") or {}
+        if counters.get("deltas"):
+            deltas[host] = counters["deltas"]
+        if any(counters.get("pause", {}).values()):
+            pause[host] = counters["pause"]
+    grew = [c for c in checks if c["status"] == "fail"]
+    return _rung_from_checks(
+        "nic_counters",
+        checks,
+        value=len(grew),
+        threshold=0,
+        unit="hosts",
+        pass_reason="no NIC error counter grew across the stress rungs",
+        deltas=deltas,
+        pause=pause,
+    )
+
+
 def _slowest(rails):
     """A host's slowest known link ({rail: Gb/s | None} -> Gb/s | None): what a link of unknown rate is held to."""
     return min((r for r in rails.values() if r is not None), default=None)
-
-
-def _rate(rates, host, rail, rate):
-    """Record a link's line rate (Gb/s, None: unknown): a rail keeps the lowest of its NIC and its RDMA port."""
-    have = rates.setdefault(host, {}).get(rail)
-    rates[host][rail] = rate if have is None else (have if rate is None else min(have, rate))
-
-
-def _line_rate_check(host, what, where, rate, line_rate):
-    """A link against the expected line rate: below it the link trained down (a cable, a port, a PCIe slot)."""
-    if rate < line_rate:
-        detail = f"{where} {rate:g} Gb/s, below the expected {line_rate:g} Gb/s (trained down?)"
-        return _check(host, what, "fail", detail, value=rate, threshold=line_rate, unit="Gb/s")
-    return _check(host, what, "pass", f"{where} {rate:g} Gb/s", value=rate, threshold=line_rate, unit="Gb/s")
-
-
-def _nic_checks(host, ifname, nic, want_mtu, line_rate=0.0):
-    """A fabric interface: present, up, its MTU, its line rate. Returns (checks, rate in Gb/s | None), rate False
-    when the interface does not exist."""
-    if not nic.get("exists"):
-        return [_check(host, "fabric nic", "fail", f"fabric interface {ifname} does not exist")], False
-    state = nic.get("operstate")
-    up = state in ("up", "unknown") and nic.get("carrier", 1)
-    checks = [
-        _check(
-            host, "fabric nic", "pass" if up else "fail", f"{ifname} operstate {state}, carrier {nic.get('carrier')}"
-        )
-    ]
-    mtu = nic.get("mtu")
-    checks.append(
-        _check(
-            host,
-            "mtu",
-            "pass" if mtu is not None and mtu >= want_mtu else "fail",
-            f"{ifname} MTU {mtu} (configured {want_mtu})",
-            value=mtu,
-            threshold=want_mtu,
-            unit="bytes",
-        )
-    )
-    # A virtual NIC (veth, bridge, tun: no device behind it) reports a nominal speed (veth says 10000 Mb/s
-    # whatever the path does): that is no line rate to hold a link to.
-    rate = None if nic.get("virtual") else link_rate_gbps(nic.get("speed_mbps"))
-    if rate is None:
-        nominal = f", its nominal {nic['speed_mbps']} Mb/s ignored" if nic.get("speed_mbps") else ""
-        why = f"virtual NIC (no device behind it{nominal})" if nic.get("virtual") else "not reported"
-        checks.append(_check(host, "nic speed", "skip", f"{ifname} link speed unknown: {why}"))
-    elif line_rate:
-        checks.append(_line_rate_check(host, "nic speed", ifname, rate, line_rate))
-    else:
-        checks.append(_check(host, "nic speed", "pass", f"{ifname} {rate:g} Gb/s", value=rate, unit="Gb/s"))
-    return checks, rate
 
 
 def fabric_rails(interfaces):
@@ -619,199 +486,6 @@ def fabric_rails(interfaces):
         {"interface": i["name"], "address": nccl_rules.first_ipv4(i.get("addresses")), "mtu": int(i.get("mtu") or 1500)}
         for i in interfaces or []
     ]
-
-
-def rail_expect(interfaces):
-    """node_health's expectations of the fabric interfaces after the first."""
-    return fabric_rails(interfaces)[1:]
-
-
-def _rail_checks(host, want, probe, notes, rates, line_rate=0.0):
-    """The other fabric interfaces (want["rails"]) as the first: the NIC, and on RoCE its RDMA port (bound,
-    ACTIVE, MTU, the RoCE v2 GID of its address). On InfiniBand every port is checked with the first already."""
-    checks = []
-    nics = probe.get("rails") or {}
-    for rail in want.get("rails") or []:
-        name = rail["interface"]
-        nic_checks, rate = _nic_checks(host, name, nics.get(name) or {}, rail["mtu"], line_rate)
-        checks += nic_checks
-        if rate is False:
-            continue
-        _rate(rates, host, name, rate)
-        if want.get("link_layer", "ethernet") == "ethernet" and (probe.get("rdma") or {}).get("devices"):
-            checks += _rdma_checks(host, want | rail | {"devices": []}, probe, notes, rates, line_rate)
-    return checks
-
-
-def _rdma_checks(host, want, probe, notes, rates, line_rate=0.0):
-    rdma = probe.get("rdma") or {}
-    devices = rdma.get("devices") or []
-    expected = want.get("devices") or []
-    if not devices:
-        if expected:
-            return [_check(host, "rdma devices", "fail", f"expected RDMA device(s) {', '.join(expected)}; none found")]
-        return [_check(host, "rdma devices", "skip", "no RDMA device found")]
-    checks = []
-    names = [d["name"] for d in devices]
-    missing = [d for d in expected if d not in names]
-    if missing:
-        checks.append(_check(host, "rdma devices", "fail", f"missing {', '.join(missing)} (found {', '.join(names)})"))
-    devinfo = {d["hca_id"]: d for d in parse_ibv_devinfo(probe.get("ibv_devinfo") or "")}
-    ifname = want["interface"]
-    link_layer = {"ethernet": "Ethernet", "infiniband": "InfiniBand"}[want.get("link_layer", "ethernet")]
-    bound = []
-    for dev in devices:
-        for port in dev.get("ports") or []:
-            netdevs = {g.get("netdev") for g in port.get("gids") or []}
-            if link_layer == "Ethernet" and ifname not in netdevs:
-                continue
-            bound.append((dev, port))
-    if not bound and link_layer == "Ethernet":
-        checks.append(
-            _check(host, "rdma binding", "fail", f"no RDMA port is bound to {ifname} (devices: {', '.join(names)})")
-        )
-        return checks
-    if not bound:
-        bound = [(d, p) for d in devices for p in d.get("ports") or []]
-    for dev, port in bound:
-        where = f"{dev['name']} port {port['port']}"
-        driver = dev.get("driver") or (probe.get("rdma_drivers") or {}).get(dev["name"], {}).get("driver") or ""
-        if (probe.get("rdma_drivers") or {}).get(dev["name"], {}).get("sriov_vf"):
-            notes.append(f"{host}: {where} is an {SRIOV_NOTE}")
-        vmware = devinfo.get(dev["name"], {}).get("vendor_id") == VMWARE_VENDOR_ID
-        for key, note in VIRTUAL_RDMA.items():
-            if dev["name"].startswith(key) or driver == key or (vmware and key == "vmw_pvrdma"):
-                notes.append(f"{host}: {where} is {note}")
-        checks.append(_check(host, "rdma binding", "pass", f"{where} bound to {ifname}"))
-        state = (port.get("state") or "").split()[-1] if port.get("state") else ""
-        checks.append(
-            _check(host, "port state", "pass" if "ACTIVE" in state else "fail", f"{where} state {port.get('state')}")
-        )
-        checks.append(
-            _check(
-                host,
-                "link layer",
-                "pass" if port.get("link_layer") == link_layer else "fail",
-                f"{where} link layer {port.get('link_layer')} (configured {link_layer})",
-            )
-        )
-        # The port's rate, on the rail the pair tests name it by: the interface on RoCE, `hca:port` on InfiniBand.
-        rate = link_rate_gbps(port.get("rate"))
-        _rate(rates, host, ifname if link_layer == "Ethernet" else f"{dev['name']}:{port['port']}", rate)
-        if rate is not None and line_rate:
-            checks.append(_line_rate_check(host, "port rate", where, rate, line_rate))
-        info = next((p for p in devinfo.get(dev["name"], {}).get("ports", []) if p["port"] == port["port"]), None)
-        if info and "active_mtu" in info:
-            need = required_ib_mtu(want["mtu"])
-            checks.append(
-                _check(
-                    host,
-                    "active mtu",
-                    "pass" if info["active_mtu"] >= need else "fail",
-                    f"{where} active_mtu {info['active_mtu']} (needs {need} for netdev MTU {want['mtu']})",
-                    value=info["active_mtu"],
-                    threshold=need,
-                    unit="bytes",
-                )
-            )
-        else:
-            checks.append(_check(host, "active mtu", "skip", f"{where}: ibv_devinfo gave no active_mtu"))
-        if link_layer == "Ethernet":
-            checks.append(_roce_gid_check(host, where, port, want.get("address")))
-        else:
-            checks += _ib_sm_checks(host, where, port, probe.get("sminfo"))
-    return checks
-
-
-def _roce_gid_check(host, where, port, address):
-    if not address:
-        return _check(host, "roce v2 gid", "skip", f"{where}: no fabric address configured")
-    # The endpoint's comparison (rdma_stack), so the ladder and the launch agree on any GID notation.
-    found = [g for g in port.get("gids") or [] if nccl_rules.same_gid(g.get("gid") or "", roce_gid_of(address))]
-    v2 = [g for g in found if "v2" in (g.get("type") or "").lower()]
-    if v2:
-        return _check(host, "roce v2 gid", "pass", f"{where} GID index {v2[0]['index']} is RoCE v2 for {address}")
-    if found:
-        return _check(
-            host, "roce v2 gid", "fail", f"{where} carries {address} only as {found[0].get('type')}, not RoCE v2"
-        )
-    return _check(host, "roce v2 gid", "fail", f"{where} has no GID for the fabric address {address}")
-
-
-def _ib_sm_checks(host, where, port, sminfo_text):
-    checks = []
-    lid = _num(str(port.get("lid") or "0"))
-    sm_lid = _num(str(port.get("sm_lid") or "0"))
-    checks.append(_check(host, "lid", "pass" if lid else "fail", f"{where} LID {port.get('lid')}"))
-    checks.append(_check(host, "sm lid", "pass" if sm_lid else "fail", f"{where} SM LID {port.get('sm_lid')}"))
-    sm = parse_sminfo(sminfo_text or "")
-    if sm is None:
-        checks.append(
-            _check(
-                host, "subnet manager", "fail", f"sminfo found no subnet manager: {(sminfo_text or '').strip()[:120]}"
-            )
-        )
-    else:
-        checks.append(
-            _check(
-                host,
-                "subnet manager",
-                "pass" if sm["state_name"] == "SMINFO_MASTER" else "fail",
-                f"SM at LID {sm['sm_lid']} ({sm['sm_guid']}) is {sm['state_name']}",
-            )
-        )
-    return checks
-
-
-def _module_checks(host, want, probe):
-    modules = probe.get("modules")
-    expected = want.get("modules") or []
-    if not expected:
-        return []
-    if modules is None:
-        return [_check(host, "kernel modules", "skip", "kernel without loadable modules (no /proc/modules)")]
-    missing = [m for m in expected if m not in modules]
-    if missing:
-        return [_check(host, "kernel modules", "fail", f"not loaded: {', '.join(missing)}")]
-    return [_check(host, "kernel modules", "pass", f"loaded: {', '.join(expected)}")]
-
-
-def _gpu_checks(host, want, probe):
-    expected = int(want.get("gpus") or 0)
-    gpus = probe.get("gpus") or {}
-    if not expected:
-        return (
-            [_check(host, "gpus", "skip", "no GPUs expected")]
-            if not gpus.get("count")
-            else [_check(host, "gpus", "pass", f"{gpus['count']} GPU(s), driver {gpus.get('driver')}")]
-        )
-    count = int(gpus.get("count") or 0)
-    checks = [
-        _check(
-            host,
-            "gpus",
-            "pass" if count >= expected else "fail",
-            f"{count} GPU(s) (expected {expected}), driver {gpus.get('driver') or 'none'}",
-            value=count,
-            threshold=expected,
-        )
-    ]
-    # Where the node has RDMA devices, listed in cluster_rdma_devices (optional) or found.
-    if (want.get("devices") or (probe.get("rdma") or {}).get("devices")) and "peermem" in probe:
-        # The kernel side of GPUDirect RDMA (what NCCL looks for). Without it DMA-BUF may still serve: the
-        # allreduce rung reads what NCCL used, so its absence is reported here, not failed.
-        mem = probe.get("peermem") or {}
-        checks.append(
-            _check(host, "gpu peer memory", "pass", f"{mem['module']} {mem.get('version') or ''}".strip())
-            if mem.get("module")
-            else _check(
-                host,
-                "gpu peer memory",
-                "skip",
-                "no GPU peer-memory module (nvidia_peermem): GPUDirect RDMA only through DMA-BUF",
-            )
-        )
-    return checks
 
 
 # ---------------------------------------------------------------------------------------------- rungs: traffic
@@ -1000,7 +674,9 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, r
             checks=checks, transport=transport,
         )  # fmt: skip
     results = report["results"]
-    wrong = [r for r in results if not r.get("correct")]
+    # Every rank checks its own result (each element must be n(n+1)/2): a rank whose result is wrong is named.
+    wrong_on = {h: o["wrong"] for h, o in outputs.items() if o and o.get("wrong")}
+    wrong = sorted({r["bytes"] for r in results if not r.get("correct")} | {b for w in wrong_on.values() for b in w})
     largest = max(results, key=lambda r: r["bytes"])
     rates = list(speeds.values())
     limit = threshold_for(min(rates), fraction) if rates and None not in rates else None
@@ -1008,7 +684,10 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, r
     bad = [c for c in checks if c["status"] == "fail"]
     if wrong:
         status = "fail"
-        reason = "wrong all-reduce result at " + ", ".join(str(r["bytes"]) for r in wrong) + " bytes"
+        reason = "wrong all-reduce result at " + ", ".join(str(b) for b in wrong) + " bytes"
+        reason += f" on {', '.join(sorted(wrong_on))}" if wrong_on else ""
+        named = [_check(h, "allreduce result", "fail", f"wrong result at {w} bytes") for h, w in wrong_on.items()]
+        checks, bad = checks + named, bad + named
     elif bad:
         status = "fail"
         reason = "; ".join(f"{c['host']}: {c['detail']}" for c in bad[:6])
@@ -1553,7 +1232,7 @@ FILTERS = {
     "cluster_validate_reachability": evaluate_reachability,
     "cluster_validate_path_mtu": evaluate_path_mtu,
     "cluster_validate_node_health": evaluate_node_health,
-    "cluster_validate_rail_expect": rail_expect,
+    "cluster_validate_nic_counters": evaluate_nic_counters,
     "cluster_validate_pairs": evaluate_pairs,
     "cluster_validate_latency": evaluate_latency,
     "cluster_validate_allreduce": evaluate_allreduce,

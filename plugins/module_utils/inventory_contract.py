@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_validate as nxos_validate
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
@@ -314,6 +315,19 @@ VARIABLES: tuple[Var, ...] = (
     # Rendered into the nftables rules: network addresses only (no injection).
     Var("rdma_qos_mark_networks", NODES, networks_by_family()),
     Var("rdma_qos_local_fact", NODES, boolean()),
+    # node_health (rdma-node-check and its config; the thresholds' keys and values: rule node_health_thresholds)
+    Var("node_health_interfaces", NODES, list_of(mapping(), nonempty=True, what="a list of interfaces")),
+    Var("node_health_link_layer", NODES, choice("ethernet", "infiniband")),
+    Var("node_health_devices", NODES, list_of(text(r"^[A-Za-z0-9_.-]+$", "an RDMA device name"))),
+    Var("node_health_modules", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"))),
+    Var("node_health_gpus", NODES, integer(0)),
+    Var("node_health_line_rate_gbps", NODES, integer(0)),
+    Var("node_health_thresholds", NODES, mapping()),
+    Var("node_health_baseline", NODES, boolean()),
+    Var("node_health_command", NODES, ABS_PATH),
+    Var("node_health_config_file", NODES, ABS_PATH),
+    Var("node_health_state_dir", NODES, ABS_PATH),
+    Var("node_health_check_now", NODES, boolean()),
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
@@ -1094,6 +1108,24 @@ def switch_credentials(inv: Inventory) -> Iterator[Problem]:
                 "(or ansible_ssh_private_key_file) must be set for the switch (the example inventory takes it from "
                 "vault.yml)",
             )
+
+
+@rule
+def node_health_thresholds(inv: Inventory) -> Iterator[Problem]:
+    """The thresholds rdma-node-check would refuse (unknown key, bad value): its own check, run here so a bad value
+    stops the play before any host changes, not the command on the node."""
+
+    def refused(value: Any) -> str | None:
+        try:
+            node_check.resolve({"interfaces": [{"name": "any"}], "thresholds": value})
+        except node_check.ConfigError as exc:
+            return str(exc).removeprefix("config: ")
+        return None
+
+    hosts = inv.members(NODES)
+    values = {h: inv.get(h, "node_health_thresholds") for h in hosts}
+    values = {h: v for h, v in values.items() if isinstance(v, dict)}  # not a mapping: the row reports it
+    yield from _per_value("node_health_thresholds", values, refused, len(hosts))
 
 
 def check(inv: Inventory, variables: tuple[str, ...] = ()) -> list[Problem]:

@@ -14,25 +14,14 @@ import ipaddress
 import re
 from typing import Any
 
+# The GID rules live with the node checks (rdma-node-check runs them on the node as one stdlib file).
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import roce_gid_of, same_gid
+
 DOCUMENTATION = """
 name: rdma_stack_endpoint
 short_description: The RDMA device, port and RoCE v2 GID index of a fabric address; NCCL's settings and log
 description: See roles/rdma_stack/README.md (NCCL and perftest endpoint).
 """
-
-
-def roce_gid_of(ipv4: str) -> str:
-    """The IPv4-mapped RoCE v2 GID a port carries for an address, in sysfs notation."""
-    mapped = ipaddress.IPv6Address(f"::ffff:{ipaddress.IPv4Address(ipv4)}")
-    return ":".join(f"{x:04x}" for x in (int(mapped) >> s & 0xFFFF for s in range(112, -16, -16)))
-
-
-def same_gid(value: str, want: str) -> bool:
-    """Two GIDs are one address, whatever their notation (sysfs writes every group, zero-padded)."""
-    try:
-        return ipaddress.IPv6Address(value) == ipaddress.IPv6Address(want)
-    except ValueError:
-        return False
 
 
 def endpoint(devices: list[dict[str, Any]], ifname: str, ipv4: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The validation ladder's node-side probes, one file copied once to every node. Stdlib only (allreduce: torch).
+The node's own checks (node_health, nic_counters) are rdma-node-check's: module rdma_llm.cluster.node_check.
 
-  probe.py node --ifname rdma0 [--root /]                 read-only facts for node_health (root: a fake tree in tests)
   probe.py ping --targets JSON [--df]                      every peer on every rail at once (path MTU with --df)
   probe.py pair server|client --tool T --rails JSON ...    one end of a pair test on every rail: iperf3, perftest
   probe.py allreduce --rank R --world N --master A ...     all-reduce busbw over a size sweep (the venv's python)
@@ -22,96 +22,6 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
-
-# ------------------------------------------------------------------------------------------- node
-
-
-def read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:  # veth: reading `speed` fails with EINVAL; absent files read as None
-        return None
-
-
-def nic(root: Path, ifname: str) -> dict:
-    base = root / "sys/class/net" / ifname
-    if not base.exists():
-        return {"name": ifname, "exists": False}
-    device = base / "device"
-    speed = read(base / "speed")
-    driver = os.path.basename(os.readlink(device / "driver")) if (device / "driver").is_symlink() else None
-    uevent = read(base / "uevent") or ""
-    kind = next((line.split("=", 1)[1] for line in uevent.splitlines() if line.startswith("DEVTYPE=")), None)
-    if kind is None and not device.exists():
-        kind = "virtual"
-    return {
-        "name": ifname,
-        "exists": True,
-        "operstate": read(base / "operstate"),
-        "carrier": int(read(base / "carrier") or 0),
-        "mtu": int(read(base / "mtu") or 0),
-        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() else None,
-        "virtual": not device.exists(),
-        "kind": kind,
-        "driver": driver,
-        "sriov_vf": (device / "physfn").exists(),
-    }
-
-
-def rdma_drivers(root: Path) -> dict:
-    out = {}
-    base = root / "sys/class/infiniband"
-    for dev in sorted(base.iterdir()) if base.is_dir() else []:
-        link = dev / "device" / "driver"
-        out[dev.name] = {
-            "driver": os.path.basename(os.readlink(link)) if link.is_symlink() else None,
-            "sriov_vf": (dev / "device" / "physfn").exists(),
-        }
-    return out
-
-
-def modules(root: Path) -> list[str] | None:
-    text = read(root / "proc/modules")
-    if text is None:
-        return None  # kernel without loadable modules
-    return sorted(line.split()[0] for line in text.splitlines() if line.strip())
-
-
-def gpus(root: Path) -> dict:
-    base = root / "proc/driver/nvidia"
-    listed = base / "gpus"
-    count = len(list(listed.iterdir())) if listed.is_dir() else 0
-    version = read(base / "version")
-    return {"count": count, "driver": version.splitlines()[0] if version else None}
-
-
-# Where NCCL (and UCX) look for a GPU peer-memory client, the kernel side of GPUDirect RDMA: nvidia_peermem,
-# or the older out-of-tree nv_peer_mem.
-PEERMEM = (
-    ("nvidia_peermem", "sys/module/nvidia_peermem/version"),
-    ("nv_peer_mem", "sys/kernel/mm/memory_peers/nv_mem/version"),
-    ("nv_peer_mem", "sys/kernel/mm/memory_peers/nv_mem_nc/version"),
-)
-
-
-def peermem(root: Path) -> dict:
-    for name, rel in PEERMEM:
-        if (root / rel).exists():
-            return {"module": name, "version": read(root / rel)}
-    return {"module": None, "version": None}
-
-
-def node_facts(args) -> dict:
-    root = Path(args.root)
-    return {
-        "nic": nic(root, args.ifname),
-        "rails": {name: nic(root, name) for name in args.rail or []},
-        "rdma_drivers": rdma_drivers(root),
-        "modules": modules(root),
-        "gpus": gpus(root),
-        "peermem": peermem(root),
-    }
-
 
 # ------------------------------------------------------------------------------------------- ping
 
@@ -251,11 +161,17 @@ def nccl_log(directory: Path, limit: int = 400) -> list[str]:
     return lines[:limit]
 
 
+def allreduce_expected(world: int) -> float:
+    """Every element of the sum when rank r contributes r + 1: 1 + 2 + ... + n."""
+    return world * (world + 1) / 2
+
+
 def allreduce(args) -> dict:
     """Rank 0 hosts the store. Each size: warm-up, then `iters` timed all-reduces of float32 tensors;
     algbw = bytes / time, busbw = algbw x 2(n-1)/n (the nccl-tests definition). The result is also checked
-    (every rank contributes rank+1, so each element must equal n(n+1)/2). On NCCL, every rank returns the lines
-    of NCCL's debug log that say which transport it used."""
+    (every rank contributes rank+1, so each element must equal n(n+1)/2) on every rank: each returns the sizes
+    where its own result was wrong (`wrong`), rank 0 the sweep. On NCCL, every rank returns the lines of NCCL's
+    debug log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "=" + args.ifname)  # exact name (NCCL matches a prefix otherwise)
 
@@ -279,8 +195,8 @@ def allreduce(args) -> dict:
             backend, store=store, rank=args.rank, world_size=args.world, timeout=timedelta(seconds=args.timeout)
         )
         n = args.world
-        expected = n * (n + 1) / 2
-        results = []
+        expected = allreduce_expected(n)
+        results, wrong = [], []
         for size in (int(s) for s in args.sizes.split(",") if s):
             tensor = torch.empty(max(1, size // 4), dtype=torch.float32, device=device)
             for _ in range(args.warmup):
@@ -298,6 +214,8 @@ def allreduce(args) -> dict:
                 torch.cuda.synchronize()
             seconds = (time.perf_counter() - start) / args.iters
             correct = bool(torch.all(tensor == expected).item())
+            if not correct:
+                wrong.append(tensor.numel() * 4)
             algbw = tensor.numel() * 4 * 8 / seconds / 1e9
             results.append(
                 {
@@ -309,6 +227,7 @@ def allreduce(args) -> dict:
                 }
             )
         dist.destroy_process_group()
+        out["wrong"] = wrong
         if args.rank == 0:
             out["results"] = results
     except Exception as exc:  # reported with the rank, the controller names the host
@@ -324,11 +243,6 @@ def allreduce(args) -> dict:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="probe", required=True)
-    node_ap = sub.add_parser("node", help="read-only facts: fabric NIC, RDMA drivers, modules, GPUs")
-    node_ap.add_argument("--ifname", required=True)
-    node_ap.add_argument("--rail", action="append", help="another fabric interface (a NIC per GPU), repeatable")
-    node_ap.add_argument("--root", default="/")
-    node_ap.set_defaults(run=node_facts)
     ping_ap = sub.add_parser("ping", help="ping every peer's fabric address on every rail at once")
     ping_ap.add_argument(
         "--targets", required=True, help='JSON list: {"peer", "address", "source", "size" (ICMP payload bytes)}'

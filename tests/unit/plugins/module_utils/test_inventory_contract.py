@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract as C
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import DEFAULTS as NODE_CHECK_DEFAULTS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
 
 from tests.conftest import ROOT
@@ -661,6 +662,26 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         [
             "sw: nxos_roce_qos_interfaces Ethernet1/1/2: description contains a line break (it would end the command and inject the rest as config)"
         ],
+    ),
+    (
+        "node-health-unknown-threshold",
+        setv("n1", "node_health_thresholds", {"xid_window": 3600}),
+        ["n1: node_health_thresholds unknown thresholds xid_window (known: " + ", ".join(NODE_CHECK_DEFAULTS) + ")"],
+    ),
+    (
+        "node-health-bad-threshold",
+        on_all("node_health_thresholds", {"sw_power_cap": "fail"}),
+        ["all: node_health_thresholds thresholds.sw_power_cap must be one of report, warn"],
+    ),
+    (
+        "node-health-gpus-negative",
+        setv("n2", "node_health_gpus", -1),
+        ["n2: node_health_gpus must be an integer >= 0 (got -1)"],
+    ),
+    (
+        "node-health-command-relative",
+        setv("n1", "node_health_command", "rdma-node-check"),
+        ["n1: node_health_command must be an absolute path (got 'rdma-node-check')"],
     ),
     (
         "switch-no-user",
