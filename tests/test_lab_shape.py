@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_pairing as pairing
 
 from lab import cluster
 
@@ -31,8 +31,8 @@ def test_rails_in_the_inventory_and_on_the_hosts() -> None:
                         "rdmalab-fabric2:interface_name=rdma1"]  # fmt: skip
     assert f"{cluster.RAILS_LABEL}=2" in args
     # The ladder's rails of that inventory: lab-node1 pings lab-node2 on both, the second from its own rail.
-    rails = {h: cv.fabric_rails(v["cluster_fabric_interfaces"]) for h, v in hosts.items()}
-    assert json.loads(cv.ping_targets(rails, "lab-node1")) == [
+    rails = {h: pairing.fabric_rails(v["cluster_fabric_interfaces"]) for h, v in hosts.items()}
+    assert json.loads(pairing.ping_targets(rails, "lab-node1")) == [
         {"peer": "lab-node2", "address": "10.77.250.12"},
         {"peer": "lab-node2/rdma1", "address": "10.77.251.12", "source": "10.77.251.11"},
     ]

@@ -1,14 +1,24 @@
-"""Filters: the validation ladder's parsers, thresholds, pairing, rungs and verdict.
+"""Filters: the validation ladder's units, parsers, pairing, rungs and verdict.
 
-The rules live in module_utils/cluster_validate.py.
+The rules live in module_utils, one module per concern: validate_units, validate_parsers, validate_pairing,
+validate_rungs and validate_verdict.
 """
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.cluster_validate import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import (
+    validate_pairing,
+    validate_parsers,
+    validate_rungs,
+    validate_units,
+    validate_verdict,
+)
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 
 class FilterModule:
     def filters(self):
-        return adapt(FILTERS)
+        table = {}
+        for rules in (validate_units, validate_parsers, validate_pairing, validate_rungs, validate_verdict):
+            table.update(rules.FILTERS)
+        return adapt(table)

@@ -10,9 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check as nc
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_pairing as pairing
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_parsers as parsers
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_report as report
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_rungs as vr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_units as units
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_verdict as ladder
 
 from tests.conftest import ROOT, load_script
 
@@ -29,8 +34,8 @@ def fixture(name: str) -> str:
 
 def test_perftest_mb_per_sec_is_mebibytes() -> None:
     # 1098 MiB/s (the field notes' ib_send_bw) is 9.21 Gb/s: 37 % of a 25 GbE port, not "1 GB/s, fine".
-    assert cv.mib_per_s_to_gbps(1098) == pytest.approx(9.2106, abs=1e-3)
-    assert cv.mib_per_s_to_gbps(1) == pytest.approx(0.008388608)
+    assert units.mib_per_s_to_gbps(1098) == pytest.approx(9.2106, abs=1e-3)
+    assert units.mib_per_s_to_gbps(1) == pytest.approx(0.008388608)
 
 
 @pytest.mark.parametrize(
@@ -48,22 +53,22 @@ def test_perftest_mb_per_sec_is_mebibytes() -> None:
     ],
 )
 def test_link_rate(raw, gbps) -> None:
-    assert cv.link_rate_gbps(raw) == gbps
+    assert units.link_rate_gbps(raw) == gbps
 
 
 def test_threshold_never_made_up() -> None:
-    assert cv.threshold_for(25.0, 0.9) == 22.5
-    assert cv.threshold_for(None, 0.9) is None
+    assert units.threshold_for(25.0, 0.9) == 22.5
+    assert units.threshold_for(None, 0.9) is None
 
 
 @pytest.mark.parametrize(("world", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
 def test_busbw_formula(world, factor) -> None:
-    assert cv.busbw(10.0, world) == pytest.approx(10.0 * factor)
+    assert units.busbw(10.0, world) == pytest.approx(10.0 * factor)
 
 
 @pytest.mark.parametrize(("mtu", "ib_mtu"), [(9000, 4096), (4200, 4096), (2240, 2048), (1500, 1024), (576, 512)])
 def test_required_active_mtu(mtu, ib_mtu) -> None:
-    assert cv.required_ib_mtu(mtu) == ib_mtu
+    assert nc.required_ib_mtu(mtu) == ib_mtu
 
 
 # ------------------------------------------------------------------------------------ pairing
@@ -72,7 +77,7 @@ def test_required_active_mtu(mtu, ib_mtu) -> None:
 @pytest.mark.parametrize("n", range(2, 12))
 def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n) -> None:
     hosts = [f"h{i}" for i in range(n)]
-    rounds = cv.round_robin(hosts)
+    rounds = pairing.round_robin(hosts)
     assert len(rounds) == (n - 1 if n % 2 == 0 else n)
     seen = []
     for pairs in rounds:
@@ -84,14 +89,14 @@ def test_round_robin_covers_every_pair_once_in_disjoint_rounds(n) -> None:
 
 
 def test_round_robin_edge_cases() -> None:
-    assert cv.round_robin([]) == []
-    assert cv.round_robin(["a"]) == []
-    assert cv.round_robin(["a", "b"]) == [[["a", "b"]]]
+    assert pairing.round_robin([]) == []
+    assert pairing.round_robin(["a"]) == []
+    assert pairing.round_robin(["a", "b"]) == [[["a", "b"]]]
 
 
 def test_round_roles_bye_for_odd() -> None:
-    rounds = cv.round_robin(["a", "b", "c"])
-    roles = {h: cv.round_roles(rounds, h) for h in "abc"}
+    rounds = pairing.round_robin(["a", "b", "c"])
+    roles = {h: pairing.round_roles(rounds, h) for h in "abc"}
     for i in range(3):
         kinds = sorted(roles[h][i]["role"] for h in "abc")
         assert kinds == ["bye", "client", "server"]
@@ -101,16 +106,16 @@ def test_round_roles_bye_for_odd() -> None:
 
 
 def test_suspects() -> None:
-    assert cv.suspects([("a", "c"), ("b", "c")]) == ["c"]
-    assert cv.suspects([("a", "b")]) == ["a", "b"]
-    assert cv.suspects([]) == []
+    assert pairing.suspects([("a", "c"), ("b", "c")]) == ["c"]
+    assert pairing.suspects([("a", "b")]) == ["a", "b"]
+    assert pairing.suspects([]) == []
 
 
 # ------------------------------------------------------------------------------------ parsers
 
 
 def test_parse_ibv_devinfo_roce() -> None:
-    (dev,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_roce.txt"))
+    (dev,) = nc.parse_ibv_devinfo(fixture("ibv_devinfo_roce.txt"))
     assert dev["hca_id"] == "mlx5_0" and dev["vendor_id"] == "0x02c9" and dev["fw_ver"] == "16.35.2000"
     (port,) = dev["ports"]
     assert port == {
@@ -126,58 +131,58 @@ def test_parse_ibv_devinfo_roce() -> None:
 
 
 def test_parse_ibv_devinfo_infiniband_and_pvrdma() -> None:
-    (ib,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_ib.txt"))
+    (ib,) = nc.parse_ibv_devinfo(fixture("ibv_devinfo_ib.txt"))
     assert ib["ports"][0]["link_layer"] == "InfiniBand" and ib["ports"][0]["port_lid"] == 7
-    (pv,) = cv.parse_ibv_devinfo(fixture("ibv_devinfo_pvrdma.txt"))
+    (pv,) = nc.parse_ibv_devinfo(fixture("ibv_devinfo_pvrdma.txt"))
     assert pv["vendor_id"] == nc.VMWARE_VENDOR_ID and pv["ports"][0]["active_mtu"] == 1024
 
 
 def test_parse_perftest_bw_mib() -> None:
-    res = cv.parse_perftest_bw(fixture("ib_write_bw_mbs.txt"))
+    res = parsers.parse_perftest_bw(fixture("ib_write_bw_mbs.txt"))
     assert res["unit"] == "MB/sec" and res["bw_average"] == 1098.21 and res["bytes"] == 65536
     assert res["gbps"] == pytest.approx(9.212, abs=1e-3)
     assert res["device"] == "rocep11s0" and res["link_type"] == "Ethernet" and res["mtu"] == 1024
 
 
 def test_parse_perftest_bw_gbits() -> None:
-    res = cv.parse_perftest_bw(fixture("ib_write_bw_gbits.txt"))
+    res = parsers.parse_perftest_bw(fixture("ib_write_bw_gbits.txt"))
     assert res["unit"] == "Gb/sec" and res["gbps"] == 0.48 and res["iterations"] == 224958464
-    sweep = cv.parse_perftest_bw(fixture("ib_write_bw_sweep_gbits.txt"))
+    sweep = parsers.parse_perftest_bw(fixture("ib_write_bw_sweep_gbits.txt"))
     assert sweep["bytes"] == 8 and sweep["gbps"] == 0.17  # the last (largest) size of an -a sweep
 
 
 def test_parse_perftest_bw_without_result() -> None:
-    assert cv.parse_perftest_bw(fixture("ib_write_bw_no_device.txt")) is None
+    assert parsers.parse_perftest_bw(fixture("ib_write_bw_no_device.txt")) is None
 
 
 def test_parse_perftest_lat() -> None:
-    res = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))
+    res = parsers.parse_perftest_lat(fixture("ib_write_lat.txt"))
     assert res["bytes"] == 2 and res["iterations"] == 1000
     assert res["t_typical"] == 6.13 and res["t_min"] == 5.84 and res["p99"] == 7.9 and res["p999"] == 21.37
 
 
 def test_parse_sminfo() -> None:
-    sm = cv.parse_sminfo(fixture("sminfo_master.txt"))
+    sm = nc.parse_sminfo(fixture("sminfo_master.txt"))
     assert sm["sm_lid"] == 1 and sm["priority"] == 15 and sm["state_name"] == "SMINFO_MASTER"
-    assert cv.parse_sminfo(fixture("sminfo_no_sm.txt")) is None
+    assert nc.parse_sminfo(fixture("sminfo_no_sm.txt")) is None
 
 
 def test_parse_iperf3() -> None:
-    res = cv.parse_iperf3(fixture("iperf3_client.json"))
+    res = parsers.parse_iperf3(fixture("iperf3_client.json"))
     raw = json.loads(fixture("iperf3_client.json"))
     assert res["gbps"] == round(raw["end"]["sum_received"]["bits_per_second"] / 1e9, 3)
-    assert "Connection refused" in cv.parse_iperf3(fixture("iperf3_refused.json"))["error"]
-    assert "no JSON" in cv.parse_iperf3("iperf3: command not found")["error"]
+    assert "Connection refused" in parsers.parse_iperf3(fixture("iperf3_refused.json"))["error"]
+    assert "no JSON" in parsers.parse_iperf3("iperf3: command not found")["error"]
 
 
 def test_parse_nxos_pfc_counters() -> None:
-    ports = cv.parse_nxos_pfc(fixture("nxos_pfc.txt"))
+    ports = parsers.parse_nxos_pfc(fixture("nxos_pfc.txt"))
     assert ports["Ethernet1/1"] == {"mode": "On", "oper": "On", "bitmap": 8, "rx_ppp": 1234, "tx_ppp": 5678}
     assert ports["Ethernet1/3"]["oper"] == "Off" and ports["Ethernet1/3"]["rx_ppp"] == 0
 
 
 def test_parse_nxos_queuing() -> None:
-    port = cv.parse_nxos_queuing(fixture("nxos_queuing.txt"))["Ethernet1/1"]
+    port = parsers.parse_nxos_queuing(fixture("nxos_queuing.txt"))["Ethernet1/1"]
     assert port["groups"][3]["tx_pkts"] == 104857600
     assert port["groups"][3]["wred_afd_tail_drop_pkts"] == 3
     assert port["groups"][3]["ecn_marked_pkts"] == 4711
@@ -189,19 +194,19 @@ def test_parse_nxos_queuing() -> None:
 
 
 def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
-    before = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
+    before = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
     assert before["sw"]["Ethernet1/1"]["drops_q3"] == 3 and before["sw"]["Ethernet1/1"]["ingress_drops"] == 2
-    same = cv.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
+    same = vr.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
     assert same["status"] == "pass" and same["value"] == 0
     assert same["reason"] == "no drops in qos-group 3 on 1 port(s); 0 PFC pauses, 0 ECN-marked"
     grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
-    after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
-    rung = cv.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
+    after = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
+    rung = vr.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["node1"] and rung["value"] == 7
     # Only the ports read with `show queuing` (the RoCE ports) are judged, not every port the PFC show lists.
     assert sorted(rung["deltas"]) == ["sw:Ethernet1/1"] and len(rung["checks"]) == 1
     assert "66 PFC pauses received" in rung["reason"]
-    skipped = cv.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
+    skipped = vr.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
     assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]
 
 
@@ -227,24 +232,24 @@ QOS_FACT = {"nccl_env": {"NCCL_IB_TC": "106", "NCCL_IB_QPS_PER_CONNECTION": "1"}
 )  # fmt: skip
 def test_stress_class_of_the_pair_tests(fact, rdma, expected) -> None:
     """The class the pair tests' traffic rode, from a node's QoS fact: what the switch rung names."""
-    assert cv.stress_class(fact, rdma) == expected
+    assert vr.stress_class(fact, rdma) == expected
 
 
 def test_switch_rung_names_the_class_the_stress_rode() -> None:
-    before = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
-    rdma = cv.evaluate_switch(before, before, 3, {}, stress=cv.stress_class(QOS_FACT, True))
+    before = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
+    rdma = vr.evaluate_switch(before, before, 3, {}, stress=vr.stress_class(QOS_FACT, True))
     assert rdma["status"] == "pass" and rdma["stress"]["qos_group"] == 3
     assert rdma["reason"].endswith("; the pair tests' traffic (perftest with ToS 106 (DSCP 26)) rode it")
     # iperf3 in fabric TCP's lossy class: its drops are said, the no-drop class is still judged.
     grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
-    after = {"sw": cv.switch_counters(fixture("nxos_pfc.txt"), grown)}
-    tcp = cv.evaluate_switch(before, before, 3, {}, stress=cv.stress_class(QOS_FACT, False))
+    after = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt"), grown)}
+    tcp = vr.evaluate_switch(before, before, 3, {}, stress=vr.stress_class(QOS_FACT, False))
     assert tcp["status"] == "pass"
     assert tcp["reason"].endswith(
         "; the pair tests' traffic (iperf3 (DSCP 10)) rode lossy qos-group 1, not the no-drop one: 0 dropped there "
         "(reported, not judged)"
     )
-    assert cv.evaluate_switch(before, after, 3, {}, stress=cv.stress_class(QOS_FACT, False))["status"] == "fail"
+    assert vr.evaluate_switch(before, after, 3, {}, stress=vr.stress_class(QOS_FACT, False))["status"] == "fail"
 
 
 def _pairs(values):
@@ -261,28 +266,28 @@ def links(speeds):
 
 def test_pairs_against_line_rate() -> None:
     speeds = {"a": 25.0, "b": 25.0, "c": 25.0, "d": 25.0}
-    good = cv.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), links(speeds), 0.9)
+    good = vr.evaluate_pairs(_pairs([(("a", "b"), 23.1), (("c", "d"), 23.0)]), links(speeds), 0.9)
     assert good["status"] == "pass" and good["threshold"] == 22.5 and good["value"] == 23.0 and good["unit"] == "Gb/s"
     # The field's 1098 MiB/s on 25 GbE.
-    bad = cv.evaluate_pairs(_pairs([(("a", "b"), cv.mib_per_s_to_gbps(1098))]), links(speeds), 0.9)
+    bad = vr.evaluate_pairs(_pairs([(("a", "b"), units.mib_per_s_to_gbps(1098))]), links(speeds), 0.9)
     assert bad["status"] == "fail" and bad["bad_pairs"] == [["a", "b"]] and bad["bad_hosts"] == ["a", "b"]
 
 
 def test_pairs_unknown_speed_says_so_and_still_finds_the_slow_host() -> None:
     speeds = {"n1": None, "n2": None, "n3": None}
-    ok = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), links(speeds))
-    assert ok["status"] == "pass" and ok["threshold"] is None and cv.NO_SPEED in ok["reason"]
-    slow = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), links(speeds))
+    ok = vr.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 11.0), (("n2", "n3"), 10.5)]), links(speeds))
+    assert ok["status"] == "pass" and ok["threshold"] is None and units.NO_SPEED in ok["reason"]
+    slow = vr.evaluate_pairs(_pairs([(("n1", "n2"), 12.0), (("n1", "n3"), 0.09), (("n2", "n3"), 0.1)]), links(speeds))
     assert slow["status"] == "fail" and slow["bad_hosts"] == ["n3"]
     assert slow["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]] and "n3" in slow["reason"]
-    broken = cv.evaluate_pairs(_pairs([(("n1", "n2"), None)]), links(speeds))
+    broken = vr.evaluate_pairs(_pairs([(("n1", "n2"), None)]), links(speeds))
     assert broken["status"] == "fail" and "connection refused" in broken["reason"]
 
 
 def test_latency_ceiling() -> None:
-    lat = cv.parse_perftest_lat(fixture("ib_write_lat.txt"))["t_typical"]
-    assert cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 10.0)["status"] == "pass"
-    rung = cv.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 5.0)
+    lat = parsers.parse_perftest_lat(fixture("ib_write_lat.txt"))["t_typical"]
+    assert vr.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 10.0)["status"] == "pass"
+    rung = vr.evaluate_latency([{"pair": ["a", "b"], "usec": lat}], 5.0)
     assert rung["status"] == "fail" and rung["value"] == 6.13 and rung["unit"] == "usec"
 
 
@@ -295,11 +300,11 @@ def test_allreduce_rung() -> None:
         "n1": {"ok": True, "rank": 0, "world": 3, "backend": "gloo", "results": results},
         "n2": {"ok": True, "rank": 1},
     }
-    unknown = cv.evaluate_allreduce(out, {"n1": None, "n2": None})
-    assert unknown["status"] == "pass" and unknown["threshold"] is None and cv.NO_SPEED in unknown["reason"]
-    slow = cv.evaluate_allreduce(out, {"n1": 25.0, "n2": 25.0}, 0.7)
+    unknown = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
+    assert unknown["status"] == "pass" and unknown["threshold"] is None and units.NO_SPEED in unknown["reason"]
+    slow = vr.evaluate_allreduce(out, {"n1": 25.0, "n2": 25.0}, 0.7)
     assert slow["status"] == "fail" and slow["threshold"] == 17.5 and slow["value"] == 8.0
-    dead = cv.evaluate_allreduce({"n1": {"error": "n2 did not join"}, "n2": {}}, {})
+    dead = vr.evaluate_allreduce({"n1": {"error": "n2 did not join"}, "n2": {}}, {})
     assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"]
 
 
@@ -313,13 +318,13 @@ def test_allreduce_rung_fails_a_wrong_result_naming_the_rank() -> None:
         "n2": {"ok": True, "rank": 1, "wrong": [1 << 24]},
     }
     # Fast, and wrong on rank 1: the rung fails and names that node, whatever the bandwidth.
-    rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None})
+    rung = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["reason"] == "wrong all-reduce result at 16777216 bytes on n2"
     assert rung["bad_hosts"] == ["n2"] and rung["checks"][-1]["check"] == "allreduce result"
     # Rank 0's own result wrong (its sweep says so).
     out["n2"]["wrong"] = []
     results[0]["correct"] = False
-    rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None})
+    rung = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["reason"] == "wrong all-reduce result at 1048576 bytes"
 
 
@@ -376,11 +381,11 @@ def test_allreduce_probe_checks_the_result_on_every_rank() -> None:
     good = _two_ranks(None)
     assert good["n1"]["ok"] and good["n1"]["wrong"] == [] and good["n2"]["wrong"] == [], good
     assert [r["correct"] for r in good["n1"]["results"]] == [True, True]
-    assert cv.evaluate_allreduce(good, {"n1": None, "n2": None})["status"] == "pass"
+    assert vr.evaluate_allreduce(good, {"n1": None, "n2": None})["status"] == "pass"
     # Rank 1 gets a wrong sum: rank 0's result is right, so only rank 1's own check can see it.
     bad = _two_ranks(1)
     assert [r["correct"] for r in bad["n1"]["results"]] == [True, True] and bad["n2"]["wrong"] == [4096, 65536], bad
-    rung = cv.evaluate_allreduce(bad, {"n1": None, "n2": None})
+    rung = vr.evaluate_allreduce(bad, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2"], rung
     assert rung["reason"] == "wrong all-reduce result at 4096, 65536 bytes on n2"
     assert load_script(ROLE / "files" / "probe.py").allreduce_expected(3) == 6  # 1 + 2 + 3
@@ -394,21 +399,21 @@ def _train_report(tps, device="cpu", mfu=0.004, outcome="completed"):
 
 
 def test_train_rung() -> None:
-    assert cv.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
-    ok = cv.evaluate_train(_train_report(900.0), 500)
+    assert vr.evaluate_train({}, 100, skip_reason="no corpus")["status"] == "skip"
+    ok = vr.evaluate_train(_train_report(900.0), 500)
     assert ok["status"] == "pass" and ok["value"] == 900.0 and ok["threshold"] == 500 and ok["unit"] == "tokens/s"
     # On CPUs MFU is the payload's estimate: reported, never judged, even under a floor.
     assert "MFU 0.4% (estimated CPU peak, not judged)" in ok["reason"] and ok["mfu"] == 0.004
-    assert cv.evaluate_train(_train_report(900.0, mfu=0.001), 500, min_mfu=0.3)["status"] == "pass"
-    slow = cv.evaluate_train(_train_report(90.0), 500)
+    assert vr.evaluate_train(_train_report(900.0, mfu=0.001), 500, min_mfu=0.3)["status"] == "pass"
+    slow = vr.evaluate_train(_train_report(90.0), 500)
     assert slow["status"] == "fail" and slow["reason"].startswith("90 tokens/s below the floor 500")
     # On GPUs the MFU floor applies.
-    gpu = cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.12), 500, min_mfu=0.3)
+    gpu = vr.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.12), 500, min_mfu=0.3)
     assert gpu["status"] == "fail" and "MFU 12.0% below 30%" in gpu["reason"]
-    assert cv.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.41), 500, min_mfu=0.3)["status"] == "pass"
-    failed = cv.evaluate_train(_train_report(None, outcome="failed") | {"message": "lab-node2 lost"}, 500)
+    assert vr.evaluate_train(_train_report(40000.0, device="cuda", mfu=0.41), 500, min_mfu=0.3)["status"] == "pass"
+    failed = vr.evaluate_train(_train_report(None, outcome="failed") | {"message": "lab-node2 lost"}, 500)
     assert failed["status"] == "fail" and "training failed: lab-node2 lost" in failed["reason"]
-    gone = cv.evaluate_train({"error": "rendezvous port 29500 busy on lab-node1"}, 500)
+    gone = vr.evaluate_train({"error": "rendezvous port 29500 busy on lab-node1"}, 500)
     assert gone["status"] == "fail" and "29500 busy" in gone["reason"]
 
 
@@ -429,14 +434,14 @@ def _node_result(nic=None, **facts) -> dict:
 
 def test_node_health_rung_names_each_hosts_checks() -> None:
     results = {"n1": _node_result(), "n2": _node_result({"mtu": 1500}), "n3": None}
-    rung = cv.evaluate_node_health(results, ["n1", "n2", "n3"])
+    rung = vr.evaluate_node_health(results, ["n1", "n2", "n3"])
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2", "n3"]
     assert (rung["value"], rung["threshold"]) == (1, 3)
     assert "n2: rdma0: MTU 1500 (configured 9000)" in rung["reason"]
     assert "n3: no node check result (host failed or unreachable)" in rung["reason"]
     assert {c["host"] for c in rung["checks"]} == {"n1", "n2", "n3"} and rung["speeds"] == {"n1": None, "n2": None}
     # The lab's node: veth, no RDMA, no /proc/modules: passes, and says what it skipped.
-    lab = cv.evaluate_node_health({"n1": _node_result()}, ["n1"])
+    lab = vr.evaluate_node_health({"n1": _node_result()}, ["n1"])
     assert lab["status"] == "pass" and lab["unit"] == "hosts"
     assert "no RDMA device found" in lab["reason"] and "kernel without loadable modules" in lab["reason"]
     assert "nominal 10000 Mb/s ignored" in lab["reason"]
@@ -446,7 +451,7 @@ def test_node_health_rung_passes_a_warning_and_notes_it() -> None:
     res = _node_result()
     res["checks"].append(nc.check("gpu persistence", "warn", "GPU 0: persistence mode disabled"))
     res["notes"].append("rdma0 is an SR-IOV virtual function")
-    rung = cv.evaluate_node_health({"n1": res}, ["n1"])
+    rung = vr.evaluate_node_health({"n1": res}, ["n1"])
     assert rung["status"] == "pass" and rung["bad_hosts"] == []
     assert rung["notes"] == ["n1: warning: GPU 0: persistence mode disabled", "n1: rdma0 is an SR-IOV virtual function"]
     assert {"host": "n1", "check": "gpu persistence", "status": "warn"}.items() <= rung["checks"][-1].items()
@@ -454,7 +459,7 @@ def test_node_health_rung_passes_a_warning_and_notes_it() -> None:
 
 def test_node_health_rung_keeps_each_rail_speed_for_the_pair_tests() -> None:
     res = _node_result() | {"rail_speeds": {"rdma0": 25.0, "rdma1": 100.0}}
-    rung = cv.evaluate_node_health({"n1": res}, ["n1"])
+    rung = vr.evaluate_node_health({"n1": res}, ["n1"])
     assert rung["rail_speeds"] == {"n1": {"rdma0": 25.0, "rdma1": 100.0}} and rung["speeds"] == {"n1": 25.0}
 
 
@@ -463,13 +468,13 @@ def test_pairs_hold_each_rail_to_its_own_line_rate() -> None:
     rails = {"n1": {"rdma0": 25.0, "rdma1": 100.0}, "n2": {"rdma0": 25.0, "rdma1": 100.0}}
     values = [(("n1", "n2"), "rdma0", 23.5), (("n1", "n2"), "rdma1", 50.0)]
     # Against the node's slowest link alone, the 100 Gb/s rail at 50 would pass (50 >= 22.5) ...
-    assert cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, consistency=0.1)["status"] == "pass"
+    assert vr.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, consistency=0.1)["status"] == "pass"
     # ... against its own line rate it fails, and rdma0 is still held to 25.
-    rung = cv.evaluate_pairs(_rail_pairs(values), rails, 0.9, consistency=0.1)
+    rung = vr.evaluate_pairs(_rail_pairs(values), rails, 0.9, consistency=0.1)
     assert rung["status"] == "fail" and [p["threshold"] for p in rung["pairs"]] == [22.5, 90.0]
     assert "n1-n2 rdma1: 50 Gb/s < 90 (90% of 100 Gb/s line rate)" in rung["reason"], rung["reason"]
     # A rail node_health does not know (an InfiniBand port's name, say) falls back to the node's slowest link.
-    assert cv.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), rails)["threshold"] == 22.5
+    assert vr.evaluate_pairs(_rail_pairs([(("n1", "n2"), "mlx5_2:1", 23.0)]), rails)["threshold"] == 22.5
 
 
 def test_nic_counters_rung_names_host_device_port_and_counter() -> None:
@@ -479,26 +484,26 @@ def test_nic_counters_rung_names_host_device_port_and_counter() -> None:
     quiet = nc.check("port counters", "pass", "no error counter grew on 2 port(s) since 2025-11-17T08:00:00Z")
     grew = nc.check("port counters", "fail", "mlx5_0 port 1: symbol_error +3 (since 2025-11-17T08:00:00Z)")
     pause = {"rdma0": {"rx_prio3_pause": 41927}}
-    rung = cv.evaluate_nic_counters(
+    rung = vr.evaluate_nic_counters(
         {"n1": result(quiet, deltas={"mlx5_0:1": {"np_cnp_sent": 12}}, pause=pause), "n2": result(grew)}, ["n1", "n2"]
     )
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2"] and rung["value"] == 1
     assert rung["reason"] == "n2: mlx5_0 port 1: symbol_error +3 (since 2025-11-17T08:00:00Z)"
     assert rung["deltas"] == {"n1": {"mlx5_0:1": {"np_cnp_sent": 12}}} and rung["pause"] == {"n1": pause}
-    ok = cv.evaluate_nic_counters({"n1": result(quiet)}, ["n1"])
+    ok = vr.evaluate_nic_counters({"n1": result(quiet)}, ["n1"])
     assert ok["status"] == "pass" and ok["reason"] == "no NIC error counter grew across the stress rungs"
     # The lab: no RDMA device, no pause counters: the rung skips and says why.
     none = nc.check("port counters", "skip", "no RDMA port counters (no RDMA device)")
-    lab = cv.evaluate_nic_counters({"n1": result(none)}, ["n1"])
+    lab = vr.evaluate_nic_counters({"n1": result(none)}, ["n1"])
     assert lab["status"] == "skip" and lab["reason"] == "no RDMA port counters (no RDMA device)"
-    assert cv.evaluate_nic_counters({"n1": None}, ["n1"])["bad_hosts"] == ["n1"]
+    assert vr.evaluate_nic_counters({"n1": None}, ["n1"])["bad_hosts"] == ["n1"]
 
 
 def test_the_node_parsers_are_the_node_checks() -> None:
     """One implementation: the ladder's parsers of the node's tools are rdma-node-check's."""
-    assert cv.parse_ibv_devinfo is nc.parse_ibv_devinfo and cv.parse_sminfo is nc.parse_sminfo
-    assert cv.link_rate_gbps is nc.link_rate_gbps and cv.roce_gid_of is nc.roce_gid_of
-    assert not hasattr(cv, "_rdma_checks") and not hasattr(cv, "_ib_sm_checks")
+    assert units.link_rate_gbps is nc.link_rate_gbps and nccl.roce_gid_of is nc.roce_gid_of
+    modules = (units, parsers, pairing, vr, ladder)
+    assert not any(hasattr(m, name) for m in modules for name in ("_rdma_checks", "_ib_sm_checks", "parse_ibv_devinfo"))
 
 
 # ------------------------------------------------------------------------------------ unreachable hosts
@@ -544,11 +549,11 @@ UNREACHABLE = [
 
 @pytest.mark.parametrize(("msg", "why"), UNREACHABLE)
 def test_unreachable_reason_is_the_cause_in_one_line(msg, why) -> None:
-    assert cv.unreachable_reason(msg) == why
+    assert parsers.unreachable_reason(msg) == why
 
 
 def test_unreachable_reason_is_short_and_keeps_no_secret() -> None:
-    why = cv.unreachable_reason("Failed to connect to the host via ssh: sshpass password=hunter2 " + "x" * 400)
+    why = parsers.unreachable_reason("Failed to connect to the host via ssh: sshpass password=hunter2 " + "x" * 400)
     assert "hunter2" not in why and "password=***" in why
     assert len(why) == 160 and why.endswith("…")
 
@@ -568,7 +573,7 @@ def test_unreachable_reason_is_short_and_keeps_no_secret() -> None:
     ],
 )
 def test_unreachable_hosts(results, named) -> None:
-    assert cv.unreachable_hosts(results) == named
+    assert parsers.unreachable_hosts(results) == named
 
 
 @pytest.mark.parametrize(
@@ -583,7 +588,7 @@ def test_unreachable_hosts(results, named) -> None:
     ],
 )  # fmt: skip
 def test_inventory_rung_names_the_unreachable_host(errors, unreachable, status, bad, in_reason) -> None:
-    rung = cv.evaluate_host_errors("inventory", errors, ["n1", "n2", "n3"], "preflight checks passed", unreachable)
+    rung = vr.evaluate_host_errors("inventory", errors, ["n1", "n2", "n3"], "preflight checks passed", unreachable)
     assert rung["status"] == status and rung["bad_hosts"] == bad, rung
     assert in_reason in rung["reason"]
     assert rung["value"] == 3 - len(bad) and rung["threshold"] == 3 and rung["unit"] == "hosts"
@@ -595,18 +600,18 @@ def _unreachable_ladder(keep_going):
     """The rungs validate.yml records when n3 does not answer: inventory fails, then either the rest is not run
     or (keep going) each runs on n1 and n2 and says it left n3 out."""
     left_out = {"n3": "ssh: connect to host 10.77.0.13 port 22: No route to host"}
-    rungs = [cv.evaluate_host_errors("inventory", {}, ["n1", "n2", "n3"], "preflight checks passed", left_out)]
+    rungs = [vr.evaluate_host_errors("inventory", {}, ["n1", "n2", "n3"], "preflight checks passed", left_out)]
     if keep_going:
         later = [
-            cv.make_rung("reachability", "pass", value=2, threshold=2, unit="checks"),
-            cv.make_rung("rdma_bw", "skip", reason="no RDMA device on n1, n2"),
-            cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw"),
+            vr.make_rung("reachability", "pass", value=2, threshold=2, unit="checks"),
+            vr.make_rung("rdma_bw", "skip", reason="no RDMA device on n1, n2"),
+            vr.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw"),
         ]
-        rungs += [cv.note_left_out(r, left_out) for r in later]
+        rungs += [ladder.note_left_out(r, left_out) for r in later]
     else:
         names = ["reachability", "node_health", "path_mtu", "rdma_bw", "rdma_lat", "tcp_bw", "allreduce", "switch"]
-        rungs += cv.skipped_after(names, "inventory")
-    return cv.verdict(rungs, ["n1", "n2", "n3"], keep_going=keep_going, left_out=left_out)
+        rungs += ladder.skipped_after(names, "inventory")
+    return ladder.verdict(rungs, ["n1", "n2", "n3"], keep_going=keep_going, left_out=left_out)
 
 
 def test_unreachable_host_stops_the_ladder_at_inventory() -> None:
@@ -619,7 +624,7 @@ def test_unreachable_host_stops_the_ladder_at_inventory() -> None:
     assert first["status"] == "fail" and "n3: unreachable over SSH" in first["reason"]
     assert later and all(r["status"] == "skip" for r in later)
     assert {r["reason"] for r in later} == {"not run: the ladder stopped at the failing rung inventory"}
-    assert cv.console_line(first).startswith("[FAIL] inventory      2 hosts (threshold 3) bad hosts: n3 — n3: ")
+    assert vr.console_line(first).startswith("[FAIL] inventory      2 hosts (threshold 3) bad hosts: n3 — n3: ")
 
 
 def test_unreachable_host_keep_going_rungs_say_what_they_left_out() -> None:
@@ -638,7 +643,7 @@ def test_unreachable_host_keep_going_rungs_say_what_they_left_out() -> None:
     assert by["tcp_bw"]["status"] == "pass" and v["bad_pairs"] == []
     # The matrix keeps every host: n3's row is empty (not measured), not missing.
     assert v["matrix"]["hosts"] == ["n1", "n2", "n3"] and v["matrix"]["values"][2] == [None, None, None]
-    assert cv.note_left_out(by["inventory"], {}) is by["inventory"]
+    assert ladder.note_left_out(by["inventory"], {}) is by["inventory"]
 
 
 GONE = (
@@ -660,26 +665,26 @@ GONE = (
     ],
 )  # fmt: skip
 def test_lost_hosts_says_why_each_node_left(results: list[dict], want: dict) -> None:
-    assert cv.lost_hosts(results) == want
+    assert parsers.lost_hosts(results) == want
 
 
 def test_a_node_lost_mid_rung_fails_the_rung_and_is_left_out_after() -> None:
     """n3 answered at `inventory` and stopped answering in `tcp_bw`: that rung fails naming it first (whatever it
     measured on n1 and n2), and the rungs after it say they left it out since then."""
     why = {"n3": "unreachable over SSH: ssh: connect to host 10.77.0.13 port 22: No route to host"}
-    measured = cv.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw")
-    rung = cv.mark_lost(measured, why)
+    measured = vr.evaluate_pairs(_pairs([(("n1", "n2"), 12.0)]), links({"n1": None, "n2": None}), name="tcp_bw")
+    rung = ladder.mark_lost(measured, why)
     assert measured["status"] == "pass" and rung["status"] == "fail", (measured, rung)
     assert rung["lost"] == ["n3"] and rung["bad_hosts"] == ["n3"], rung
     assert rung["reason"].startswith(f"n3: left the play during this rung ({why['n3']})"), rung
-    assert cv.mark_lost(measured, {}) is measured
-    after = cv.note_left_out(cv.make_rung("allreduce", "pass"), {"n4": "refused", **why}, {"n3": "tcp_bw"})
+    assert ladder.mark_lost(measured, {}) is measured
+    after = ladder.note_left_out(vr.make_rung("allreduce", "pass"), {"n4": "refused", **why}, {"n3": "tcp_bw"})
     assert after["left_out"] == ["n3", "n4"], after
     assert (
         after["reason"]
         == "left out n4 (unreachable over SSH, see inventory); left out n3 (left the play during tcp_bw)"
     )
-    v = cv.verdict([rung, after], ["n1", "n2", "n3", "n4"], left_out={"n4": "refused", **why})
+    v = ladder.verdict([rung, after], ["n1", "n2", "n3", "n4"], left_out={"n4": "refused", **why})
     assert v["first_failure"] == "tcp_bw" and v["bad_hosts"] == ["n3"] and v["left_out"]["n3"] == why["n3"], v
 
 
@@ -700,34 +705,34 @@ def _ladder(fail=False):
     speeds = {"n1": None, "n2": None, "n3": None}
     values = [(("n1", "n2"), 12.0), (("n1", "n3"), 0.09 if fail else 11.0), (("n2", "n3"), 0.1 if fail else 11.5)]
     return [
-        cv.make_rung("inventory", "pass"),
-        cv.make_rung("rdma_bw", "skip", reason="no RDMA device"),
-        cv.evaluate_pairs(_pairs(values), links(speeds), name="tcp_bw"),
+        vr.make_rung("inventory", "pass"),
+        vr.make_rung("rdma_bw", "skip", reason="no RDMA device"),
+        vr.evaluate_pairs(_pairs(values), links(speeds), name="tcp_bw"),
     ]
 
 
 def test_verdict_names_bad_host_and_pairs() -> None:
     hosts = ["n1", "n2", "n3"]
-    v = cv.verdict(_ladder(fail=True), hosts, cluster="lab")
-    assert v["schema"] == cv.SCHEMA and v["status"] == "fail" and v["first_failure"] == "tcp_bw"
+    v = ladder.verdict(_ladder(fail=True), hosts, cluster="lab")
+    assert v["schema"] == ladder.SCHEMA and v["status"] == "fail" and v["first_failure"] == "tcp_bw"
     assert v["bad_hosts"] == ["n3"] and v["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
     assert v["matrix"]["values"][0][1] == 12.0 and v["matrix"]["values"][1][0] == 12.0
     assert v["matrix"]["failed"] == [["n1", "n3"], ["n2", "n3"]]
-    assert cv.verdict(_ladder(), hosts)["status"] == "pass"
+    assert ladder.verdict(_ladder(), hosts)["status"] == "pass"
 
 
 def test_console_line() -> None:
-    line = cv.console_line(_ladder(fail=True)[2])
+    line = vr.console_line(_ladder(fail=True)[2])
     assert line.startswith("[FAIL] tcp_bw") and "n3" in line and "Gb/s" in line
-    assert cv.console_line(cv.make_rung("rdma_bw", "skip", reason="no RDMA device")) == (
+    assert vr.console_line(vr.make_rung("rdma_bw", "skip", reason="no RDMA device")) == (
         "[SKIP] rdma_bw        — no RDMA device"
     )
     with pytest.raises(ValueError):
-        cv.make_rung("x", "ok")
+        vr.make_rung("x", "ok")
 
 
 def test_report_writes_markdown_and_heatmap(tmp_path: Path) -> None:
-    v = cv.verdict(_ladder(fail=True), ["n1", "n2", "n3"], cluster="lab")
+    v = ladder.verdict(_ladder(fail=True), ["n1", "n2", "n3"], cluster="lab")
     (tmp_path / "verdict.json").write_text(json.dumps(v))
     report.write(tmp_path)
     md = (tmp_path / "report.md").read_text()
@@ -819,7 +824,7 @@ def test_pair_probe_runs_every_rail_at_once_on_loopback(capsys) -> None:
     theirs = [{"name": "lo0", "address": "127.0.0.1"}, {"name": "lo1", "address": "127.0.0.2"}]
 
     def end(mode):
-        rails = cv.pair_rail_args(mine, theirs, mode)
+        rails = pairing.pair_rail_args(mine, theirs, mode)
         argv = ["pair", mode, "--tool", "iperf3", "--port", str(port), "--seconds", "1", "--rails", rails]
         return probe.pair_test(probe.parser().parse_args(argv))
 
@@ -829,7 +834,7 @@ def test_pair_probe_runs_every_rail_at_once_on_loopback(capsys) -> None:
     server = served.result(timeout=60)
     assert [r["rail"] for r in client["rails"]] == ["lo0", "lo1"], client
     assert all(r["rc"] == 0 for r in client["rails"] + server["rails"]), (client, server)
-    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    got = parsers.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
     assert [(m["rail"], m["error"]) for m in got] == [("lo0", None), ("lo1", None)]
     assert all(m["gbps"] > 0 for m in got), got
 
@@ -839,66 +844,66 @@ def test_rails_of_a_node() -> None:
     interfaces = [{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
                   {"name": "rdma1", "addresses": ["fd00::1/64", "10.0.1.1/24"], "mtu": 4200},
                   {"name": "ib2", "addresses": []}]  # fmt: skip
-    rails = cv.fabric_rails(interfaces)
+    rails = pairing.fabric_rails(interfaces)
     assert rails == [{"interface": "rdma0", "address": "10.0.0.1", "mtu": 9000},
                      {"interface": "rdma1", "address": "10.0.1.1", "mtu": 4200},
                      {"interface": "ib2", "address": "", "mtu": 1500}]  # fmt: skip
     # TCP: every fabric interface with an address.
-    assert cv.pair_rails(None, rails) == [{"name": "rdma0", "address": "10.0.0.1"},
+    assert pairing.pair_rails(None, rails) == [{"name": "rdma0", "address": "10.0.0.1"},
                                           {"name": "rdma1", "address": "10.0.1.1"}]  # fmt: skip
     # RoCE: the endpoint's rails (NCCL's), each with its interface's address.
     roce = {"hca": "mlx5_0", "port": 1, "gid_index": 3,
             "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": 3, "interface": "rdma0"},
                       {"hca": "mlx5_1", "port": 1, "gid_index": 5, "interface": "rdma1"}]}  # fmt: skip
-    assert cv.pair_rails(roce, rails) == [
+    assert pairing.pair_rails(roce, rails) == [
         {"name": "rdma0", "address": "10.0.0.1", "device": "mlx5_0", "ib_port": 1, "gid_index": 3},
         {"name": "rdma1", "address": "10.0.1.1", "device": "mlx5_1", "ib_port": 1, "gid_index": 5},
     ]
     # With the host's QoS fact (rdma_stack_qos_env) every RDMA rail sends in the lossless class: the traffic class
     # NCCL gets; TCP rails are marked by nftables instead.
     qos_env = {"NCCL_IB_TC": "106", "NCCL_IB_QPS_PER_CONNECTION": "1"}
-    assert [r["tclass"] for r in cv.pair_rails(roce, rails, qos_env)] == [106, 106]
-    assert "tclass" not in cv.pair_rails(None, rails, qos_env)[0]
+    assert [r["tclass"] for r in pairing.pair_rails(roce, rails, qos_env)] == [106, 106]
+    assert "tclass" not in pairing.pair_rails(None, rails, qos_env)[0]
     # InfiniBand: every ACTIVE port, reached over the first fabric address (perftest then uses LIDs).
     ib = {"hca": "mlx5_0", "port": 1, "gid_index": None,
           "rails": [{"hca": "mlx5_0", "port": 1, "gid_index": None, "interface": None},
                     {"hca": "mlx5_1", "port": 1, "gid_index": None, "interface": None}]}  # fmt: skip
-    assert [(r["name"], r["address"]) for r in cv.pair_rails(ib, rails)] == [("mlx5_0:1", "10.0.0.1"),
+    assert [(r["name"], r["address"]) for r in pairing.pair_rails(ib, rails)] == [("mlx5_0:1", "10.0.0.1"),
                                                                              ("mlx5_1:1", "10.0.0.1")]  # fmt: skip
     # Each end on the rails both nodes have: the server binds its own address, the client also gets the peer's.
-    two = cv.pair_rails(roce, rails, qos_env)
-    client = json.loads(cv.pair_rail_args(two, two[:1], "client"))
+    two = pairing.pair_rails(roce, rails, qos_env)
+    client = json.loads(pairing.pair_rail_args(two, two[:1], "client"))
     assert client == [{"name": "rdma0", "device": "mlx5_0", "ib_port": 1, "gid_index": 3, "tclass": 106,
                        "local": "10.0.0.1", "peer": "10.0.0.1"}]  # fmt: skip
-    assert [r.get("peer") for r in json.loads(cv.pair_rail_args(two, two, "server"))] == [None, None]
+    assert [r.get("peer") for r in json.loads(pairing.pair_rail_args(two, two, "server"))] == [None, None]
 
 
 def test_ping_targets_every_peer_on_every_rail() -> None:
     rails = {
-        "n1": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
+        "n1": pairing.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.1/24"], "mtu": 9000},
                                {"name": "rdma1", "addresses": ["10.0.1.1/24"], "mtu": 9000}]),
-        "n2": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.2/24"], "mtu": 9000},
+        "n2": pairing.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.2/24"], "mtu": 9000},
                                {"name": "rdma1", "addresses": ["10.0.1.2/24"], "mtu": 4200}]),
-        "n3": cv.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.3/24"], "mtu": 1500}]),
+        "n3": pairing.fabric_rails([{"name": "rdma0", "addresses": ["10.0.0.3/24"], "mtu": 1500}]),
     }  # fmt: skip
-    assert json.loads(cv.ping_targets(rails, "n1")) == [
+    assert json.loads(pairing.ping_targets(rails, "n1")) == [
         {"peer": "n2", "address": "10.0.0.2"},
         {"peer": "n2/rdma1", "address": "10.0.1.2", "source": "10.0.1.1"},
         {"peer": "n3", "address": "10.0.0.3"},
     ]
     # Path MTU: each rail at the smaller MTU of its two ends.
-    sizes = {t["peer"]: t["size"] for t in json.loads(cv.ping_targets(rails, "n1", df=True))}
+    sizes = {t["peer"]: t["size"] for t in json.loads(pairing.ping_targets(rails, "n1", df=True))}
     assert sizes == {"n2": 8972, "n2/rdma1": 4172, "n3": 1472}
 
 
 def test_reachability_and_path_mtu_name_the_rail_and_blame_the_node() -> None:
     ok = {"peer": "n2", "address": "10.0.0.2", "ok": True, "detail": "3/3 replies"}
     lost = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "detail": "0/3 replies"}
-    reach = cv.evaluate_reachability({"n1": {"pings": [ok, lost]}, "n2": {"pings": []}}, ["n1", "n2"])
+    reach = vr.evaluate_reachability({"n1": {"pings": [ok, lost]}, "n2": {"pings": []}}, ["n1", "n2"])
     assert reach["status"] == "fail" and reach["bad_pairs"] == [["n1", "n2"]]
     assert "fabric ping to n2/rdma1 (10.0.1.2): 0/3 replies" in reach["reason"]
     big = {"peer": "n2/rdma1", "address": "10.0.1.2", "ok": False, "mtu": 9000, "detail": "0/3 (message too long)"}
-    pmtu = cv.evaluate_path_mtu({"n1": {"pings": [ok | {"mtu": 4200}, big]}}, ["n1", "n2"])
+    pmtu = vr.evaluate_path_mtu({"n1": {"pings": [ok | {"mtu": 4200}, big]}}, ["n1", "n2"])
     assert pmtu["status"] == "fail" and pmtu["bad_pairs"] == [["n1", "n2"]] and pmtu["value"] == 4200
     assert "9000-byte don't-fragment ping to n2/rdma1" in pmtu["reason"]
 
@@ -910,23 +915,23 @@ def _rail_pairs(values):
 def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
     speeds = {"n1": 100.0, "n2": 100.0, "n3": 100.0}
     good = [((a, b), r, 95.0) for a, b in (("n1", "n2"), ("n1", "n3"), ("n2", "n3")) for r in ("rdma0", "rdma1")]
-    ok = cv.evaluate_pairs(_rail_pairs(good), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    ok = vr.evaluate_pairs(_rail_pairs(good), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
     assert ok["status"] == "pass" and ok["rails"] == ["rdma0", "rdma1"] and len(ok["checks"]) == 6
     # n3's second NIC is slow: its rdma1 pairs fail, n3 is named with that rail (not n1 and n2 as well).
     slow = [(p, r, 40.0 if r == "rdma1" and "n3" in p else v) for p, r, v in good]
-    bad = cv.evaluate_pairs(_rail_pairs(slow), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    bad = vr.evaluate_pairs(_rail_pairs(slow), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
     assert bad["status"] == "fail" and bad["bad_hosts"] == ["n3"] and bad["bad_rails"] == {"n3": ["rdma1"]}
     assert bad["bad_pairs"] == [["n1", "n3"], ["n2", "n3"]]
     assert bad["reason"].startswith("2 of 6 rail(s) of the pairs failed; suspect host(s): n3 (rdma1); n1-n3 rdma1:")
     # The matrix shows each pair's slowest rail.
-    m = cv.bandwidth_matrix(["n1", "n2", "n3"], bad["pairs"])
+    m = ladder.bandwidth_matrix(["n1", "n2", "n3"], bad["pairs"])
     assert m["values"][0][2] == 40.0 and m["values"][0][1] == 95.0 and m["failed"] == [["n1", "n3"], ["n2", "n3"]]
     assert m["rails"] == ["rdma0", "rdma1"]
     # Two slow rails on two nodes: each named with its own rail.
     two = [(p, r, 40.0 if (r == "rdma1" and "n3" in p) or (r == "rdma0" and "n1" in p) else v) for p, r, v in good]
-    both = cv.evaluate_pairs(_rail_pairs(two), links(speeds), 0.9)
+    both = vr.evaluate_pairs(_rail_pairs(two), links(speeds), 0.9)
     assert both["bad_rails"] == {"n1": ["rdma0"], "n3": ["rdma1"]}
-    lat = cv.evaluate_latency(
+    lat = vr.evaluate_latency(
         [{"pair": ["n1", "n2"], "rail": "rdma0", "usec": 2.0}, {"pair": ["n1", "n2"], "rail": "rdma1", "usec": 9.0}],
         5.0,
     )
@@ -936,8 +941,8 @@ def test_pairs_judge_every_rail_and_name_the_slow_rail() -> None:
 def test_report_lists_every_rail(tmp_path: Path) -> None:
     speeds = {"n1": 100.0, "n2": 100.0}
     values = [(("n1", "n2"), "rdma0", 95.0), (("n1", "n2"), "rdma1", 20.0)]
-    rung = cv.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
-    v = cv.verdict([cv.make_rung("inventory", "pass"), rung], ["n1", "n2"], cluster="lab")
+    rung = vr.evaluate_pairs(_rail_pairs(values), links(speeds), 0.9, name="rdma_bw", tool="ib_write_bw")
+    v = ladder.verdict([vr.make_rung("inventory", "pass"), rung], ["n1", "n2"], cluster="lab")
     (tmp_path / "verdict.json").write_text(json.dumps(v))
     report.write(tmp_path)
     md = (tmp_path / "report.md").read_text()
@@ -948,15 +953,15 @@ def test_report_lists_every_rail(tmp_path: Path) -> None:
 def test_a_rail_one_end_lacks_fails_the_pair_saying_so() -> None:
     two = [{"name": "rdma0", "address": "10.0.0.1"}, {"name": "rdma1", "address": "10.0.1.1"}]
     rails = {"n1": two, "n2": two[:1], "n3": two}
-    rounds = cv.round_robin(["n1", "n2", "n3"])
-    gaps = cv.rail_gaps(rounds, rails, ["iperf3"])
+    rounds = pairing.round_robin(["n1", "n2", "n3"])
+    gaps = pairing.rail_gaps(rounds, rails, ["iperf3"])
     assert sorted((tuple(g["pair"]), g["rail"]) for g in gaps) == [(("n1", "n2"), "rdma1"), (("n2", "n3"), "rdma1")]
     assert {g["error"] for g in gaps} == {"n2 has no rail 2 (rdma1): 2 rail(s) on n1, 1 on n2",
                                           "n2 has no rail 2 (rdma1): 1 rail(s) on n2, 2 on n3"}  # fmt: skip
     measured = [{"pair": p, "rail": r["name"], "gbps": 10.0} for ps in rounds for p in ps for r in two[:1]]
-    rung = cv.evaluate_pairs(measured + gaps, links({h: None for h in rails}))
+    rung = vr.evaluate_pairs(measured + gaps, links({h: None for h in rails}))
     assert rung["status"] == "fail" and rung["bad_rails"] == {"n2": ["rdma1"]}, rung
-    assert cv.rail_gaps(rounds, {h: two for h in rails}, ["iperf3"]) == []
+    assert pairing.rail_gaps(rounds, {h: two for h in rails}, ["iperf3"]) == []
 
 
 def test_measurements_per_rail_with_the_servers_word() -> None:
@@ -964,12 +969,12 @@ def test_measurements_per_rail_with_the_servers_word() -> None:
     client = {"tool": "iperf3", "rails": [{"rail": "rdma0", "rc": 0, "output": iperf},
                                           {"rail": "rdma1", "rc": 1, "output": refused}]}  # fmt: skip
     server = {"rails": [{"rail": "rdma1", "rc": 1, "output": "iperf3: error - unable to bind: Cannot assign"}]}
-    got = cv.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
+    got = parsers.measurements([{"pair": ["a", "b"], "tool": "iperf3", "out": client}], {"iperf3 a b": server})
     assert got[0]["rail"] == "rdma0" and got[0]["gbps"] > 0 and got[0]["error"] is None
     assert got[1]["rail"] == "rdma1" and got[1]["gbps"] is None
     assert got[1]["error"].endswith("; server b: iperf3: error - unable to bind: Cannot assign")
     # A client that printed nothing (the probe failed): one entry that says so.
-    none = cv.measurements([{"pair": ["a", "b"], "tool": "ib_write_bw", "out": {}}])
+    none = parsers.measurements([{"pair": ["a", "b"], "tool": "ib_write_bw", "out": {}}])
     assert none == [{"pair": ["a", "b"], "rail": None, "tool": "ib_write_bw", "gbps": None, "usec": None,
                      "error": "ib_write_bw rc None: no output"}]  # fmt: skip
 
@@ -982,7 +987,7 @@ def _nccl(name: str) -> list[str]:
 
 
 def test_parse_nccl_log_roce_with_gpudirect() -> None:
-    p = cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    p = nccl.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
     assert p["version"] == "2.27.5+cuda12.9" and p["network"] == "IB" and p["devices"] == ["mlx5_0:1/RoCE"]
     assert p["gdr_hca"] == {"mlx5_0": "enabled (nvidia-peermem)"}
     assert p["gdr_gpu"] == [("enabled", "distance 4 <= 5")]
@@ -990,14 +995,14 @@ def test_parse_nccl_log_roce_with_gpudirect() -> None:
 
 
 def test_parse_nccl_log_fallbacks() -> None:
-    staged = cv.parse_nccl_log(_nccl("nccl_roce_no_gdr.txt"))
+    staged = nccl.parse_nccl_log(_nccl("nccl_roce_no_gdr.txt"))
     assert staged["gdr_hca"] == {"mlx5_0": "disabled"} and (staged["channels"], staged["gdr_channels"]) == (4, 0)
-    sock = cv.parse_nccl_log(_nccl("nccl_socket.txt"))
+    sock = nccl.parse_nccl_log(_nccl("nccl_socket.txt"))
     assert sock["network"] == "Socket" and sock["no_device"] and sock["socket_channels"] == 2
-    pxn = cv.parse_nccl_log(_nccl("nccl_ib_pxn_dmabuf.txt"))
+    pxn = nccl.parse_nccl_log(_nccl("nccl_ib_pxn_dmabuf.txt"))
     assert pxn["devices"] == ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_2:1/IB", "mlx5_3:1/IB"]
     assert pxn["gdr_hca"]["mlx5_3"] == "enabled (DMABUF)" and (pxn["channels"], pxn["gdr_channels"]) == (2, 2)
-    assert cv.parse_nccl_log([]) == cv.parse_nccl_log(None) and cv.parse_nccl_log([])["network"] is None
+    assert nccl.parse_nccl_log([]) == nccl.parse_nccl_log(None) and nccl.parse_nccl_log([])["network"] is None
 
 
 GPU_NODE = {"devices": ["mlx5_0"], "gpus": 0}  # NCCL ran: GPUDirect RDMA applies whatever gpus_per_node says
@@ -1013,7 +1018,7 @@ def _nccl_outputs(log1: str, log2: str) -> dict:
 
 def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
     speeds = {"n1": 200.0, "n2": 200.0}
-    good = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_gdr.txt"), speeds, 0.7,
+    good = vr.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_gdr.txt"), speeds, 0.7,
                                  expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
     assert good["status"] == "pass", good["reason"]
     assert good["reason"].endswith("NCCL 2.27.5+cuda12.9 over IB (mlx5_0:1/RoCE), GPUDirect RDMA on every node"), good[
@@ -1021,7 +1026,7 @@ def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
     ]
     assert good["transport"]["n1"]["gdr_channels"] == 4
     # One node without a peer-memory module: staged through host memory, named, even above the threshold.
-    staged = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+    staged = vr.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
                                    expect={"n1": GPU_NODE, "n2": GPU_NODE})  # fmt: skip
     assert staged["status"] == "fail" and staged["bad_hosts"] == ["n2"]
     assert staged["reason"] == (
@@ -1029,11 +1034,11 @@ def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
         "GPU Direct RDMA disabled for HCA mlx5_0 (no peer-memory module: nvidia_peermem)"
     )
     # ... reported only with cluster_validate_gpudirect false.
-    told = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
+    told = vr.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_roce_no_gdr.txt"), speeds, 0.7,
                                  expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
     assert told["status"] == "pass" and told["reason"].endswith("without GPUDirect RDMA on n2")
     # The silent fall-back to TCP fails whatever the bandwidth.
-    sock = cv.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt"), speeds, 0.7,
+    sock = vr.evaluate_allreduce(_nccl_outputs("nccl_roce_gdr.txt", "nccl_socket.txt"), speeds, 0.7,
                                  expect={"n1": GPU_NODE, "n2": GPU_NODE}, require_gdr=False)  # fmt: skip
     assert sock["status"] == "fail" and sock["bad_hosts"] == ["n2"]
     assert "n2: NCCL fell back to TCP sockets, not RDMA (NET/IB found no device)" in sock["reason"]
@@ -1042,16 +1047,16 @@ def test_allreduce_proves_rdma_and_gpudirect_from_nccls_log() -> None:
 def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -> None:
     no_rdma = {"devices": [], "gpus": 0}
     out = _nccl_outputs("nccl_socket.txt", "nccl_socket.txt")
-    rung = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    rung = vr.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
     assert rung["status"] == "pass" and "over Socket" in rung["reason"]
     assert {c["status"] for c in rung["checks"]} == {"skip"}
     # cluster_rdma_devices left empty, but NCCL was given an HCA (the endpoint node_health found): sockets fail.
     out["n2"]["nccl_ib_hca"] = "=mlx5_0:1"
-    given = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
+    given = vr.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": no_rdma, "n2": no_rdma})
     assert given["status"] == "fail" and given["bad_hosts"] == ["n2"] and "fell back to TCP" in given["reason"]
     for o in out.values():
         o["nccl_log"] = []
-    quiet = cv.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    quiet = vr.evaluate_allreduce(out, {"n1": None, "n2": None}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
     assert quiet["status"] == "pass" and quiet["reason"].endswith("; NCCL's log does not show its transport")
     assert {c["detail"] for c in quiet["checks"]} == {
         "NCCL's log does not show its transport",
@@ -1065,7 +1070,7 @@ def test_allreduce_transport_where_no_rdma_is_expected_or_nothing_was_logged() -
         "error": "DistBackendError: NCCL error",
         "nccl_log": _nccl("nccl_roce_gdr.txt"),
     }
-    dead = cv.evaluate_allreduce(out, {}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
+    dead = vr.evaluate_allreduce(out, {}, expect={"n1": GPU_NODE, "n2": GPU_NODE})
     assert dead["status"] == "fail" and dead["bad_hosts"] == ["n1", "n2"] and "fell back to TCP" in dead["reason"]
 
 
@@ -1089,7 +1094,7 @@ def test_allreduce_probe_env_and_log(tmp_path: Path) -> None:
     noise = ["ubunturdma1:1:1 [0] NCCL INFO cudaDriverVersion 12090", "ubunturdma1:1:1 [0] NCCL INFO comm 0x5 rank 0"]
     (tmp_path / "nccl.ubunturdma1.41327").write_text("\n".join(noise + _nccl("nccl_roce_gdr.txt")) + "\n")
     kept = probe.nccl_log(tmp_path)
-    assert cv.parse_nccl_log(kept) == cv.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
+    assert nccl.parse_nccl_log(kept) == nccl.parse_nccl_log(_nccl("nccl_roce_gdr.txt"))
     assert not any("cudaDriverVersion" in line for line in kept)
 
 
@@ -1099,4 +1104,4 @@ def test_probe_keeps_every_nccl_line_the_parser_reads(name: str, tmp_path: Path)
     in them all it finds in the whole log, for every recorded log: the two sets of patterns cannot drift."""
     probe = load_script(ROLE / "files" / "probe.py")
     (tmp_path / "nccl.host.1").write_text(fixture(name))
-    assert cv.parse_nccl_log(probe.nccl_log(tmp_path)) == cv.parse_nccl_log(_nccl(name))
+    assert nccl.parse_nccl_log(probe.nccl_log(tmp_path)) == nccl.parse_nccl_log(_nccl(name))

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check as nc
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_pairing as pairing
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_verdict as ladder
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_health import (
     node_health_baseline,
@@ -27,7 +28,7 @@ def test_config_from_the_inventory() -> None:
     assert cfg["schema"] == nc.CONFIG_SCHEMA and cfg["host"] == "n1"
     # The same interfaces, addresses and MTUs as the ladder's rails (one reading of cluster_fabric_interfaces).
     assert [(i["name"], i["address"], i["mtu"]) for i in cfg["interfaces"]] == [
-        (r["interface"], r["address"], r["mtu"]) for r in cv.fabric_rails(INTERFACES)
+        (r["interface"], r["address"], r["mtu"]) for r in pairing.fabric_rails(INTERFACES)
     ]
     assert (cfg["devices"], cfg["modules"], cfg["gpus"], cfg["line_rate_gbps"]) == (["mlx5_0"], ["ib_core"], 8, 400.0)
     # Every threshold is written out: the file says what the node is held to.
@@ -51,7 +52,7 @@ def test_a_config_the_command_would_refuse_is_refused_here(kw, message) -> None:
 def verdict(status="pass", finished="2025-11-17T08:00:00Z", speeds=None, gpus=8, hosts=("n1", "n2")) -> dict:
     """A verdict.json as the ladder writes it (the keys the baseline reads)."""
     return {
-        "schema": cv.SCHEMA,
+        "schema": ladder.SCHEMA,
         "status": status,
         "finished": finished,
         "hosts": list(hosts),

@@ -5,9 +5,8 @@ the validation ladder and the run report share: the endpoint picked from what th
 from __future__ import annotations
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cluster_validate as cv
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as N
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_sysfs
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_sysfs, validate_pairing, validate_rungs
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as tl
 
 from tests.conftest import ROOT
@@ -17,8 +16,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "validate"
 
 def test_one_module_serves_every_role_that_uses_it() -> None:
     """The launch and the ladder import rdma_stack's rules by name (a copy would let the rules drift apart)."""
-    assert cv.nccl_rules is N and tl.nccl_rules is N
-    assert cv.roce_gid_of("192.168.250.201") == N.roce_gid_of("192.168.250.201")
+    assert validate_rungs.nccl_rules is N and validate_pairing.nccl_rules is N and tl.nccl_rules is N
 
 
 def fake_sysfs(
