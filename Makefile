@@ -13,6 +13,10 @@ INVENTORY ?= inventory/lab
 # The lab's podman settings (ulimits, runc) without touching /etc/containers.
 export CONTAINERS_CONF := $(CURDIR)/.lab/containers.conf
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# The lab's vault password file (the lab's MUNGE key, lab/vault.py), written by `lab up`: no lab run prompts for it.
+ifneq ($(wildcard .lab/vault-pass),)
+export ANSIBLE_VAULT_IDENTITY_LIST ?= lab@$(CURDIR)/.lab/vault-pass
+endif
 
 .PHONY: help setup host-packages venv collection lock lint test test-fast demo validate lab-up lab-down lab-status image clean
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import cluster, podman  # noqa: E402
+from lab import cluster, podman, vault  # noqa: E402
 from lab.image import ensure_image  # noqa: E402
 
 
@@ -77,6 +77,7 @@ def site(*extra: str, log: Path | None = None, unchanged: bool = False, mode: di
         os.environ,
         **(mode or {}),
         CONTAINERS_CONF=str(podman.containers_conf()),
+        ANSIBLE_VAULT_IDENTITY_LIST=vault.identity_list(os.environ.get("ANSIBLE_VAULT_IDENTITY_LIST")),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import cluster, podman  # noqa: E402
+from lab import cluster, podman, vault  # noqa: E402
 from lab.cli import demo_corpus  # noqa: E402
 
 
@@ -28,6 +28,7 @@ def playbook(*args: str) -> None:
     env = dict(
         os.environ,
         CONTAINERS_CONF=str(podman.containers_conf()),
+        ANSIBLE_VAULT_IDENTITY_LIST=vault.identity_list(os.environ.get("ANSIBLE_VAULT_IDENTITY_LIST")),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     )
     proc = subprocess.run(

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import cluster, podman  # noqa: E402
+from lab import cluster, podman, vault  # noqa: E402
 
 VALIDATE = ROOT / "artifacts" / "validate"
 
@@ -33,6 +33,7 @@ def playbook(*args: str, check: bool = True) -> tuple[float, subprocess.Complete
     env = dict(
         os.environ,
         CONTAINERS_CONF=str(podman.containers_conf()),
+        ANSIBLE_VAULT_IDENTITY_LIST=vault.identity_list(os.environ.get("ANSIBLE_VAULT_IDENTITY_LIST")),
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     )
     t0 = time.monotonic()

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import ROOT, cluster, podman
+from lab import ROOT, cluster, podman, vault
 from lab.image import ensure_image
 
 # What the lab needs on a Debian 12 controller (podman 4.3 and friends, and mmdebstrap for the image).
@@ -54,6 +54,7 @@ def host_packages(_args) -> int:
 def ansible_env() -> dict[str, str]:
     env = dict(os.environ)
     env["CONTAINERS_CONF"] = str(podman.containers_conf())
+    env["ANSIBLE_VAULT_IDENTITY_LIST"] = vault.identity_list(env.get("ANSIBLE_VAULT_IDENTITY_LIST"))
     venv_bin = ROOT / ".venv" / "bin"
     if venv_bin.is_dir():
         env["PATH"] = f"{venv_bin}:{env['PATH']}"
@@ -95,7 +96,7 @@ def demo_corpus() -> Path:
 
 
 def demo(args) -> int:
-    state = cluster.up(args.hosts, rails=args.rails)
+    state = cluster.up(args.hosts, rails=args.rails, slurm=not args.no_slurm)
     took_site = playbook("site.yml")
     took_validate, verdict = validate()
     run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
@@ -166,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--spines", type=int, default=0, help="spine switches, 0..4 (default 0)")
     rails_help = f"fabric NICs per host (rails rdma0..), 1..{cluster.MAX_RAILS} (default 1)"
     p_up.add_argument("--rails", type=int, default=1, help=rails_help)
+    slurm_help = "no Slurm: leave slurm_controllers empty, so site.yml's Slurm play runs nowhere"
+    p_up.add_argument("--no-slurm", action="store_true", help=slurm_help)
     sub.add_parser("down", help="remove every lab container, network and process")
     sub.add_parser("status", help="show the lab; exit 1 when it is down")
     p_demo = sub.add_parser("demo", help="lab up, then site.yml on it")
     p_demo.add_argument("--hosts", type=int, default=2)
     p_demo.add_argument("--rails", type=int, default=1, help=rails_help)
+    p_demo.add_argument("--no-slurm", action="store_true", help=slurm_help)
     p_demo.add_argument("--engine", choices=["ddp", "deepspeed"], default="ddp")
     p_demo.add_argument("--steps", type=int, default=200)
     p_demo.add_argument("--no-train", action="store_true", help="stop after site.yml")
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_image())
         return 0
     if args.command == "up":
-        cluster.up(args.hosts, args.leaves, args.spines, args.rails)
+        cluster.up(args.hosts, args.leaves, args.spines, args.rails, slurm=not args.no_slurm)
         return 0
     if args.command == "down":
         cluster.down()

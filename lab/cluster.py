@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import ROOT, STATE_ROOT, podman
+from lab import ROOT, STATE_ROOT, podman, vault
 from lab.image import ensure_image
 
 LABEL = "io.rdma-llm-cluster.lab"
@@ -448,8 +448,9 @@ def write_inventory(
     fabric: list[FabricSwitch] | None = None,
     ports: dict | None = None,
     rails: int = 1,
+    slurm: bool = True,
 ) -> None:
-    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports, rails))
+    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports, rails, slurm))
 
 
 def inventory_text(
@@ -458,8 +459,10 @@ def inventory_text(
     fabric: list[FabricSwitch] | None = None,
     ports: dict | None = None,
     rails: int = 1,
+    slurm: bool = True,
 ) -> str:
-    """The lab inventory (hosts.yml): the nodes, and the single switch or the leaf-spine fabric."""
+    """The lab inventory (hosts.yml): the nodes, the Slurm controller (the first node; none with slurm=False:
+    the Slurm play then runs nowhere), and the single switch or the leaf-spine fabric."""
     lines = [
         "---",
         "# Written by `python -m lab up`; removed by `lab down`. Do not edit: group_vars/ beside it",
@@ -485,6 +488,8 @@ def inventory_text(
                 f"              mtu: {FABRIC_MTU}",
             ]
     lines += ["    subnet_managers:", "      hosts:", f"        {nodes[0].name}:"]
+    lines += ["    slurm_controllers:", "      hosts:" + ("" if slurm else " {}")]
+    lines += [f"        {nodes[0].name}:"] if slurm else []
     if fabric:
         lines += fabric_inventory(fabric, ports or {})
     elif switch_port_:
@@ -500,10 +505,11 @@ def inventory_text(
     return "\n".join(lines) + "\n"
 
 
-def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1) -> dict:
+def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1, slurm: bool = True) -> dict:
     """Hosts, networks and the switch. One leaf and no spine (the default) is the single `lab-switch`;
     more make a leaf-spine fabric of emulators (lab-leaf1.., lab-spine1..) in the inventory. `rails` fabric
-    NICs per host (rdma0..): a host of another shape is started again."""
+    NICs per host (rdma0..): a host of another shape is started again. `slurm`: the first node is the Slurm
+    controller (site.yml's Slurm play runs), its vault password file written (lab/vault.py)."""
     if not 1 <= n_hosts <= MAX_HOSTS:
         raise SystemExit(f"lab: --hosts must be 1..{MAX_HOSTS}, got {n_hosts}")
     if not 1 <= rails <= MAX_RAILS:
@@ -544,10 +550,12 @@ def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1) -> dict:
         stop_fabric()
         ports = {}
         port = start_switch()
-    write_inventory(nodes, port, fabric if ports else None, ports, rails)
+    vault.password_file()
+    write_inventory(nodes, port, fabric if ports else None, ports, rails, slurm)
     state = {
         "hosts": [n.name for n in nodes],
         "rails": rails,
+        "slurm": slurm,
         "switch_port": port,
         "fabric": ports,
         "inventory": str(INVENTORY),

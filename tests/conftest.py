@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import podman  # noqa: E402
+from lab import podman, vault  # noqa: E402
 
 COLLECTION = ROOT / ".ansible" / "collections"
 # The checkout as the collection rdma_llm.cluster (`make collection`): plugins import each other by that name,
@@ -45,6 +45,8 @@ def tool_env(**extra: str) -> dict[str, str]:
     env["NO_COLOR"] = "1"
     if shutil.which("podman"):
         env["CONTAINERS_CONF"] = str(podman.containers_conf())
+    # The lab's vault (its MUNGE key, inventory/lab/group_vars/all/slurm.yml): no run prompts for it.
+    env["ANSIBLE_VAULT_IDENTITY_LIST"] = vault.identity_list(env.get("ANSIBLE_VAULT_IDENTITY_LIST"))
     env.update(extra)
     return env
 

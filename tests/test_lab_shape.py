@@ -42,3 +42,12 @@ def test_rails_in_the_inventory_and_on_the_hosts() -> None:
 def test_rails_out_of_range_are_refused_before_anything_starts(rails: int) -> None:
     with pytest.raises(SystemExit, match=f"--rails must be 1..{cluster.MAX_RAILS}, got {rails}"):
         cluster.up(2, rails=rails)
+
+
+def test_slurm_controller_in_the_lab_inventory() -> None:
+    """Slurm on by default (the first node is the controller); `lab up --no-slurm` leaves the group empty, so
+    playbooks/slurm.yml matches no host."""
+    nodes = [cluster.Node(1), cluster.Node(2)]
+    on = yaml.safe_load(cluster.inventory_text(nodes, 2222))["all"]["children"]["slurm_controllers"]
+    off = yaml.safe_load(cluster.inventory_text(nodes, 2222, slurm=False))["all"]["children"]["slurm_controllers"]
+    assert on == {"hosts": {"lab-node1": None}} and off == {"hosts": {}}

@@ -89,7 +89,7 @@ def test_example_inventory_without_vault_password_is_refused() -> None:
     assert "nexus1: variables cannot be read" in out and "give the vault password" in out, out[-3000:]
 
 
-def test_lab_inventory_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def lab_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """inventory/lab with the hosts.yml `lab up --hosts 8` writes (written to a copy, no lab started)."""
     import shutil
 
@@ -99,5 +99,35 @@ def test_lab_inventory_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     shutil.copytree(ROOT / "inventory" / "lab" / "group_vars", inv / "group_vars")
     monkeypatch.setattr(cluster, "INVENTORY", inv / "hosts.yml")
     cluster.write_inventory([cluster.Node(i) for i in range(1, cluster.MAX_HOSTS + 1)], 2222)
+    return inv
+
+
+def test_lab_inventory_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm on (lab-node1 the controller), its munge key decrypted with the lab's vault id (tests/conftest.py)."""
+    inv = lab_copy(tmp_path, monkeypatch)
+    assert "slurm_controllers:\n      hosts:\n        lab-node1:" in (inv / "hosts.yml").read_text()
     proc = preflight(inv)
     assert proc.returncode == 0, tail(proc)
+
+
+def test_lab_inventory_without_its_vault_password_names_the_munge_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the lab's vault id the key cannot be read: every Slurm host says so (the switch reads no Slurm
+    variable), before any host is contacted."""
+    inv = lab_copy(tmp_path, monkeypatch)
+    wrong = tmp_path / "wrong-pass"
+    wrong.write_text("not-the-lab-password\n")
+    proc = playbook(
+        "playbooks/preflight.yml",
+        "-e",
+        "preflight_check_facts=false",
+        inventory=inv,
+        timeout=120,
+        ANSIBLE_VAULT_IDENTITY_LIST=f"lab@{wrong}",
+    )
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, out[-3000:]
+    for i in range(1, 9):
+        assert f"lab-node{i}: slurm_munge_key cannot be read" in out, out[-3000:]
+    assert "give the vault password" in out and "lab-switch: slurm" not in out, out[-3000:]

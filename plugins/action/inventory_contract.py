@@ -30,15 +30,24 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         contract = inventory_contract
         roles = self._task.args.get("roles") or {}
-        groups = {
-            g: list(task_vars["groups"].get(g, []))
-            for g in (contract.NODES, contract.SUBNET_MANAGERS, contract.SWITCHES, contract.UNGROUPED)
-        }
+        # Every group: slurm_partitions may name any of them.
+        groups = {g: list(members) for g, members in task_vars["groups"].items()}
+        for g in (contract.NODES, contract.SUBNET_MANAGERS, contract.SWITCHES, contract.UNGROUPED):
+            groups.setdefault(g, [])
         defaults = {group: self._defaults(names) for group, names in roles.items()}
         hostvars, unreadable = {}, {}
-        for host in dict.fromkeys(groups[contract.NODES] + groups[contract.SWITCHES]):
-            group = contract.NODES if host in groups[contract.NODES] else contract.SWITCHES
-            hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), contract)
+        slurm = groups.get(contract.SLURM_CONTROLLERS, [])
+        for host in dict.fromkeys(groups[contract.NODES] + groups[contract.SWITCHES] + slurm):
+            group = (
+                contract.NODES
+                if host in groups[contract.NODES]
+                else contract.SWITCHES
+                if host in groups[contract.SWITCHES]
+                else contract.SLURM_CONTROLLERS
+            )
+            # A switch runs no Slurm daemon: its copy of a group_vars/all munge key is not read (or decrypted).
+            skip = ("slurm_",) if group == contract.SWITCHES else ()
+            hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), contract, skip)
             if why:
                 unreadable[host] = why
         required = tuple(self._task.args.get("require_groups") or (contract.NODES,))
@@ -60,8 +69,9 @@ class ActionModule(ActionBase):
             merged.update(self._loader.load_from_file(str(path), trusted_as_template=True) or {})
         return merged
 
-    def _effective(self, hostvars, host, defaults, contract):
-        """The host's values of the variables the contract reads, templated; and what could not be read."""
+    def _effective(self, hostvars, host, defaults, contract, skip=()):
+        """The host's values of the variables the contract reads (but those starting with `skip`), templated; and
+        what could not be read."""
         try:
             raw = dict(hostvars.raw_get(host))
         except AnsibleError as e:
@@ -70,7 +80,7 @@ class ActionModule(ActionBase):
         templar = self._templar.copy_with_new_env(available_variables=merged)
         values, unreadable = {}, {}
         for name in contract.needed_variables():
-            if name not in merged:
+            if name not in merged or name.startswith(tuple(skip)):
                 continue
             try:
                 values[name] = templar.template(merged[name])
