@@ -46,8 +46,9 @@ def _readme_rows(role: str) -> dict[str, str]:
         if not cells:
             default_at = None
             continue
-        if "default" in [c.lower() for c in cells]:
-            default_at = [c.lower() for c in cells].index("default")
+        heads = [c.lower() for c in cells]
+        if any(h.startswith("default") for h in heads):  # `default`, `default (source)`
+            default_at = next(i for i, h in enumerate(heads) if h.startswith("default"))
             continue
         name = re.fullmatch(r"`([a-z][a-z0-9_]*)`", cells[0])
         # Only variable tables (they have a default column): tag and fact tables name other things.
