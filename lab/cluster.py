@@ -442,15 +442,9 @@ def stop_fabric() -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def write_inventory(
-    nodes: list[Node],
-    switch_port_: int | None,
-    fabric: list[FabricSwitch] | None = None,
-    ports: dict | None = None,
-    rails: int = 1,
-    slurm: bool = True,
-) -> None:
-    INVENTORY.write_text(inventory_text(nodes, switch_port_, fabric, ports, rails, slurm))
+def write_inventory(nodes: list[Node], *args, **kwargs) -> None:
+    """inventory_text's hosts.yml (same arguments), written where the lab's playbooks read it."""
+    INVENTORY.write_text(inventory_text(nodes, *args, **kwargs))
 
 
 def inventory_text(

@@ -176,6 +176,18 @@ def evaluate_path_mtu(results, hosts):
     )
 
 
+def _node_check_results(results, hosts, checks):
+    """(host, result) for each host, sorted, whose rdma-node-check answered; a failed `probe` check is appended to
+    `checks` for each host whose check did not run or returned nothing."""
+    for host in sorted(hosts):
+        res = results.get(host)
+        if not res or not res.get("checks"):
+            why = (res or {}).get("reason") or "host failed or unreachable"
+            checks.append(_check(host, "probe", "fail", f"no node check result ({why})"))
+            continue
+        yield host, res
+
+
 def evaluate_node_health(results, hosts):
     """Node health: each host's rdma-node-check result (module rdma_llm.cluster.node_check: the node's checks and
     their verdicts, the same rules a scheduler's health check runs), gathered into the rung.
@@ -184,12 +196,7 @@ def evaluate_node_health(results, hosts):
     its host; a warning passes and is noted. Returns the rung with `speeds` (host -> its slowest link) and
     `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand)."""
     checks, notes, rates = [], [], {}
-    for host in sorted(hosts):
-        res = results.get(host)
-        if not res or not res.get("checks"):
-            why = (res or {}).get("reason") or "host failed or unreachable"
-            checks.append(_check(host, "probe", "fail", f"no node check result ({why})"))
-            continue
+    for host, res in _node_check_results(results, hosts, checks):
         for c in res["checks"]:
             checks.append(_check(host, c["check"], c["status"], c["detail"], c.get("value"), c.get("threshold"),
                                  c.get("unit")))  # fmt: skip
@@ -218,12 +225,7 @@ def evaluate_nic_counters(results, hosts):
     fails, naming host, device, port and counter; the mlx5 congestion counters and the no-drop priority's pause
     counters are reported (`deltas`, `pause`)."""
     checks, deltas, pause = [], {}, {}
-    for host in sorted(hosts):
-        res = results.get(host)
-        if not res or not res.get("checks"):
-            why = (res or {}).get("reason") or "host failed or unreachable"
-            checks.append(_check(host, "probe", "fail", f"no node check result ({why})"))
-            continue
+    for host, res in _node_check_results(results, hosts, checks):
         checks += [_check(host, c["check"], c["status"], c["detail"]) for c in res["checks"]]
         counters = res.get("counters") or {}
         if counters.get("deltas"):
