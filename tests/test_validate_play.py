@@ -29,7 +29,9 @@ LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.execut
 GOES = {
     **LOCAL,
     "ansible_connection": "{{ 'ssh' if hostvars['goes']['__cluster_validate_addr'] is defined else 'local' }}",
-    "ansible_host": "127.0.0.1",
+    # Not 127.0.0.1 while it answers over the local connection: its fabric interface here is `lo`, and preflight
+    # refuses a fabric interface that holds the host's ansible_host (it carries the connection).
+    "ansible_host": "{{ '127.0.0.1' if hostvars['goes']['__cluster_validate_addr'] is defined else 'goes' }}",
     "ansible_port": 9,
 }
 
