@@ -41,7 +41,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 problems:
-  description: Every problem found, C(<host>: <variable> <what is wrong>).
+  description: "Every problem found, C(<host>: <variable> <what is wrong>)."
   type: list
   elements: str
   returned: always
