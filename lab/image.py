@@ -6,6 +6,7 @@ under ~/.cache/rdma-llm-cluster, keyed by the recipe, and can always be rebuilt.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import subprocess
 import sys
@@ -56,7 +57,15 @@ def image_recipe() -> str | None:
 
 
 def ensure_image(log=print) -> str:
-    """Return the image name, building it only when missing or when its recipe changed."""
+    """Return the image name, building it only when missing or when its recipe changed. One build at a time:
+    the test suite's Molecule runner and the lab may both ask for it at start."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_image(log)
+
+
+def _ensure_image(log) -> str:
     rid = recipe_id()
     if image_recipe() == rid:
         return IMAGE

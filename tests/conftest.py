@@ -112,3 +112,37 @@ def lab_cluster(lab_image):
         yield state
     finally:
         cluster.down()
+
+
+# -- Molecule beside the lab (tests/molecule_queue.py) ------------------------------------------------------
+_molecule_queue: dict = {}
+
+
+def pytest_collection_finish(session) -> None:
+    scenarios = [
+        item.callspec.params["scenario"]
+        for item in session.items
+        if getattr(item, "originalname", "") == "test_molecule_scenario"
+    ]
+    if not scenarios or session.config.option.collectonly:
+        return
+    from lab.image import ensure_image
+    from tests.molecule_queue import MoleculeQueue
+
+    _molecule_queue["queue"] = MoleculeQueue(
+        scenarios, ROOT, tool_env(), before=lambda: ensure_image(log=lambda *_: None)
+    ).start()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    queue = _molecule_queue.pop("queue", None)
+    if queue is not None:
+        queue.stop()
+
+
+@pytest.fixture(scope="session")
+def molecule_queue():
+    """The queue started at collection (every selected scenario, in the background)."""
+    if "queue" not in _molecule_queue:
+        pytest.fail("the Molecule queue was not started at collection")
+    return _molecule_queue["queue"]

@@ -1,10 +1,13 @@
-"""Every role's Molecule scenario: create, prepare, check, converge, idempotence, verify, destroy."""
+"""Every role's Molecule scenario: create, prepare, check, converge, idempotence, verify, destroy.
+
+The scenarios run one after another in the background from the end of collection (tests/molecule_queue.py),
+beside the lab tests; each test here waits for its scenario's result."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ROOT, run, tail
+from tests.conftest import ROOT
 
 # nxos_roce_qos runs from tests/switch (in the background, beside the role tests that share its emulator code).
 ELSEWHERE = {"nxos_roce_qos"}
@@ -14,9 +17,10 @@ pytestmark = pytest.mark.molecule
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_molecule_scenario(scenario: str, lab_image: str) -> None:
-    proc = run(["molecule", "test", "-s", scenario], timeout=1200)
-    assert proc.returncode == 0, f"molecule test -s {scenario} failed:\n{tail(proc)}"
+def test_molecule_scenario(scenario: str, molecule_queue) -> None:
+    result = molecule_queue.result(scenario)
+    out = result.output
+    assert result.returncode == 0, f"molecule test -s {scenario} failed (rc {result.returncode}):\n{out[-8000:]}"
     # The idempotence step must have run and passed, not been skipped.
-    out = proc.stdout + proc.stderr
     assert "idempotence" in out, out[-3000:]
+    print(f"molecule {scenario}: {result.seconds:.0f} s")

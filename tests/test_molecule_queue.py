@@ -1,0 +1,70 @@
+"""The background Molecule queue (tests/molecule_queue.py) with a stand-in `molecule` on PATH: results arrive per
+scenario in order, a failure is kept, and the end of the session interrupts the running scenario with SIGINT
+(so that Molecule can destroy its containers) and runs nothing more."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.molecule_queue import MoleculeQueue
+
+pytestmark = pytest.mark.lint
+
+# `molecule test -s <name>`: "slow" waits until interrupted and says so; "bad" fails.
+FAKE = """#!/bin/sh
+echo "molecule $*"
+case "$3" in
+  bad) exit 3 ;;
+  slow) trap 'echo interrupted; exit 130' INT; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done ;;
+esac
+echo idempotence
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "molecule").write_text(FAKE)
+    (bin_dir / "molecule").chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_results_per_scenario_in_order(tmp_path: Path, env: dict[str, str]) -> None:
+    seen = []
+    queue = MoleculeQueue(["a", "bad", "c"], tmp_path, env, before=lambda: seen.append("before")).start()
+    a, bad, c = (queue.result(s) for s in ("a", "bad", "c"))
+    assert seen == ["before"]
+    assert (a.returncode, bad.returncode, c.returncode) == (0, 3, 0)
+    assert a.output == "molecule test -s a\nidempotence\n" and "idempotence" not in bad.output
+    with pytest.raises(KeyError):
+        queue.result("never-queued")
+
+
+def test_a_failing_preparation_is_reported_by_every_scenario(tmp_path: Path, env: dict[str, str]) -> None:
+    def broken() -> None:
+        raise SystemExit("lab: mmdebstrap failed (rc 1)")
+
+    queue = MoleculeQueue(["a", "b"], tmp_path, env, before=broken).start()
+    for s in ("a", "b"):
+        r = queue.result(s)
+        assert r.returncode is None and "mmdebstrap failed" in r.output, r
+
+
+def test_stop_interrupts_the_running_scenario_and_runs_nothing_more(tmp_path: Path, env: dict[str, str]) -> None:
+    queue = MoleculeQueue(["slow", "after"], tmp_path, env).start()
+    log = queue.logs / "slow.log"
+    deadline = time.monotonic() + 10
+    while not (log.exists() and "molecule test -s slow" in log.read_text(errors="replace")):
+        assert time.monotonic() < deadline, "the first scenario never started"
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    queue.stop()
+    assert time.monotonic() - t0 < 10
+    slow, after = queue.result("slow"), queue.result("after")
+    assert slow.returncode == 130 and "interrupted" in slow.output, slow
+    assert after.returncode is None and after.output == "not run: the test session ended first"
