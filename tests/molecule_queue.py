@@ -31,12 +31,14 @@ class Result:
 class MoleculeQueue:
     """Runs `molecule test -s <scenario>` for each scenario in turn on a thread; results by scenario."""
 
-    def __init__(self, scenarios: list[str], root: Path, env: dict[str, str], before=None) -> None:
+    def __init__(
+        self, scenarios: list[str], root: Path, env: dict[str, str], before=None, logs: Path | None = None
+    ) -> None:
         self.scenarios = list(scenarios)
         self.root = root
         self.env = env
         self.before = before  # called once on the thread first (the lab image both need)
-        self.logs = Path(tempfile.mkdtemp(prefix="molecule_queue_"))
+        self.logs = logs or Path(tempfile.mkdtemp(prefix="molecule_queue_"))
         self._results: dict[str, Result] = {}
         self._done = {s: threading.Event() for s in self.scenarios}
         self._proc: subprocess.Popen | None = None

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.molecule
 def test_molecule_scenario(scenario: str, molecule_queue) -> None:
     result = molecule_queue.result(scenario)
     out = result.output
-    assert result.returncode == 0, f"molecule test -s {scenario} failed (rc {result.returncode}):\n{out[-8000:]}"
+    assert result.returncode == 0, (
+        f"molecule test -s {scenario} failed (rc {result.returncode}, log {molecule_queue.logs}):\n{out[-8000:]}"
+    )
     # The idempotence step must have run and passed, not been skipped.
     assert "idempotence" in out, out[-3000:]
     print(f"molecule {scenario}: {result.seconds:.0f} s")

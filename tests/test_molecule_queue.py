@@ -36,7 +36,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def test_results_per_scenario_in_order(tmp_path: Path, env: dict[str, str]) -> None:
     seen = []
-    queue = MoleculeQueue(["a", "bad", "c"], tmp_path, env, before=lambda: seen.append("before")).start()
+    queue = MoleculeQueue(["a", "bad", "c"], tmp_path, env, before=lambda: seen.append("before"), logs=tmp_path).start()
     a, bad, c = (queue.result(s) for s in ("a", "bad", "c"))
     assert seen == ["before"]
     assert (a.returncode, bad.returncode, c.returncode) == (0, 3, 0)
@@ -49,14 +49,14 @@ def test_a_failing_preparation_is_reported_by_every_scenario(tmp_path: Path, env
     def broken() -> None:
         raise SystemExit("lab: mmdebstrap failed (rc 1)")
 
-    queue = MoleculeQueue(["a", "b"], tmp_path, env, before=broken).start()
+    queue = MoleculeQueue(["a", "b"], tmp_path, env, before=broken, logs=tmp_path).start()
     for s in ("a", "b"):
         r = queue.result(s)
         assert r.returncode is None and "mmdebstrap failed" in r.output, r
 
 
 def test_stop_interrupts_the_running_scenario_and_runs_nothing_more(tmp_path: Path, env: dict[str, str]) -> None:
-    queue = MoleculeQueue(["slow", "after"], tmp_path, env).start()
+    queue = MoleculeQueue(["slow", "after"], tmp_path, env, logs=tmp_path).start()
     log = queue.logs / "slow.log"
     deadline = time.monotonic() + 10
     while not (log.exists() and "molecule test -s slow" in log.read_text(errors="replace")):
