@@ -118,17 +118,28 @@ def lab_cluster(lab_image):
 _molecule_queue: dict = {}
 
 
+# Molecule's own scenario tests: the host roles' (tests/test_molecule.py) and the switch role's.
+MOLECULE_TESTS = {"test_molecule_scenario": None, "test_molecule_nxos_roce_qos": "nxos_roce_qos"}
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    # The lab's tests first (in their order): they mostly wait, and the Molecule queue runs beside them.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("lab") else 1)
+
+
 def pytest_collection_finish(session) -> None:
-    scenarios = [
-        item.callspec.params["scenario"]
-        for item in session.items
-        if getattr(item, "originalname", "") == "test_molecule_scenario"
-    ]
+    scenarios = []
+    for item in session.items:
+        name = getattr(item, "originalname", "")
+        if name in MOLECULE_TESTS:
+            scenarios.append(MOLECULE_TESTS[name] or item.callspec.params["scenario"])
     if not scenarios or session.config.option.collectonly:
         return
     from lab.image import ensure_image
     from tests.molecule_queue import MoleculeQueue
 
+    # The switch scenario first: it needs no image and its test runs early; then the host roles' scenarios.
+    scenarios.sort(key=lambda s: s != "nxos_roce_qos")
     _molecule_queue["queue"] = MoleculeQueue(
         scenarios, ROOT, tool_env(), before=lambda: ensure_image(log=lambda *_: None)
     ).start()

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,49 +123,14 @@ def emulator(start_emulator) -> Emulator:
     return start_emulator()
 
 
-# -- Molecule in the background -----------------------------------------------------------------------
-# `molecule test -s nxos_roce_qos` needs no containers and mostly waits on its own emulator, so it is
-# started as soon as collection ends and runs beside the other switch tests; its test only waits for it.
-MOLECULE_TEST = "test_molecule_switch.py::test_molecule_nxos_roce_qos"
-_molecule: dict = {}
-
-
-def pytest_collection_finish(session) -> None:
-    if not any(item.nodeid.endswith(MOLECULE_TEST) for item in session.items):
-        return
-    log = Path(tempfile.mkdtemp(prefix="nxos_roce_qos_molecule_")) / "molecule.log"
-    handle = log.open("w")
-    env = tool_env(ANSIBLE_DEPRECATION_WARNINGS="False")
-    _molecule["log"] = log
-    _molecule["started"] = time.monotonic()
-    _molecule["proc"] = subprocess.Popen(
-        ["molecule", "test", "-s", "nxos_roce_qos"],
-        cwd=ROOT,
-        env=env,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def pytest_sessionfinish(session, exitstatus) -> None:
-    proc = _molecule.get("proc")
-    if proc is not None and proc.poll() is None:  # interrupted run: let molecule destroy its emulator
-        os.kill(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-
-
+# -- Molecule ---------------------------------------------------------------------------------------------
+# `molecule test -s nxos_roce_qos` runs in the session's Molecule queue (tests/molecule_queue.py), first, so its
+# result is there by the time this test waits for it.
 @pytest.fixture
-def molecule_result():
-    """(returncode, output) of the background `molecule test -s nxos_roce_qos`."""
-    proc = _molecule.get("proc")
-    if proc is None:
-        pytest.fail("molecule was not started at collection")
-    proc.wait(timeout=900)
-    return proc.returncode, _molecule["log"].read_text()
+def molecule_result(molecule_queue):
+    """(returncode, output) of `molecule test -s nxos_roce_qos`."""
+    result = molecule_queue.result("nxos_roce_qos")
+    return result.returncode, result.output
 
 
 # -- ansible-playbook ---------------------------------------------------------------------------------
