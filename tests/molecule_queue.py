@@ -75,6 +75,9 @@ class MoleculeQueue:
                 ["molecule", "test", "-s", scenario],
                 cwd=self.root,
                 env=self.env,
+                # Not the session's stdin: a process beside it (ssh, podman) may set that file non-blocking,
+                # and Ansible then refuses to start ("requires blocking IO on stdin").
+                stdin=subprocess.DEVNULL,
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 text=True,

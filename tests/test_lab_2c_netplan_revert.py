@@ -101,6 +101,7 @@ def test_cut_controller_reverts_on_the_host_alone(lab_cluster, tmp_path: Path) -
         ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), str(play)],
         cwd=ROOT,
         env=tool_env(),
+        stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

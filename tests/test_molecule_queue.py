@@ -14,11 +14,13 @@ from tests.molecule_queue import MoleculeQueue
 
 pytestmark = pytest.mark.lint
 
-# `molecule test -s <name>`: "slow" waits until interrupted and says so; "bad" fails.
+# `molecule test -s <name>`: "slow" waits until interrupted and says so; "bad" fails; "stdin" fails as Ansible
+# does when its stdin is non-blocking.
 FAKE = """#!/bin/sh
 echo "molecule $*"
 case "$3" in
   bad) exit 3 ;;
+  stdin) python3 -c 'import os, sys; sys.exit(0 if os.get_blocking(0) else 9)' || exit $? ;;
   slow) trap 'echo interrupted; exit 130' INT; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done ;;
 esac
 echo idempotence
@@ -68,3 +70,19 @@ def test_stop_interrupts_the_running_scenario_and_runs_nothing_more(tmp_path: Pa
     slow, after = queue.result("slow"), queue.result("after")
     assert slow.returncode == 130 and "interrupted" in slow.output, slow
     assert after.returncode is None and after.output == "not run: the test session ended first"
+
+
+def test_a_scenario_never_shares_the_sessions_stdin(tmp_path: Path, env: dict[str, str]) -> None:
+    """ssh or podman beside the queue may set the session's stdin non-blocking; Ansible then refuses to start.
+    Here the session's stdin is a non-blocking pipe while the queue runs."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    saved = os.dup(0)
+    try:
+        os.dup2(read_end, 0)
+        result = MoleculeQueue(["stdin"], tmp_path, env, logs=tmp_path).start().result("stdin")
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+    assert result.returncode == 0, result.output
