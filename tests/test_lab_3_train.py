@@ -180,6 +180,11 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     failed_manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
     assert failed_manifest["first_failed_host"] == victim
     no_training_processes(hosts)
+    # A save the failure cut short, newer than every complete checkpoint: a kill during a checkpoint leaves the
+    # directory and model.pt but no trainer.json (written last). The resume must pass it over on every host.
+    torn = f"/var/lib/rdma-llm/runs/{run_id}/out/checkpoints/step_{KILL_STEPS - 1:07d}"
+    for host in hosts:
+        assert ssh(host, "mkdir", "-p", torn, "&&", "touch", f"{torn}/model.pt").returncode == 0, host
 
     proc = train(
         "-e",
@@ -197,7 +202,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     assert proc.returncode == 0, tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
-    assert manifest["resumed_from"].startswith("step_")
+    assert manifest["resumed_from"].startswith("step_") and manifest["resumed_from"] != torn.rsplit("/", 1)[1]
     # Each launch keeps its own manifest: the failed one is still there.
     launches = sorted((ARTIFACTS / run_id).glob("manifest-*.json"))
     assert [json.loads(p.read_text())["outcome"] for p in launches] == ["failed", "completed"], launches
