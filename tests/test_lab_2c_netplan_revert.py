@@ -138,6 +138,7 @@ def test_cut_controller_reverts_on_the_host_alone(lab_cluster, tmp_path: Path) -
         ["ansible", "-i", str(ROOT / "inventory" / "lab"), node.name, "-m", "ansible.builtin.ping"],
         cwd=ROOT,
         env=tool_env(),
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=180,
