@@ -5,6 +5,7 @@ scenario in order, a failure is kept, and the end of the session interrupts the 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -15,15 +16,23 @@ from tests.molecule_queue import MoleculeQueue
 pytestmark = pytest.mark.lint
 
 # `molecule test -s <name>`: "slow" waits until interrupted and says so; "bad" fails; "stdin" fails as Ansible
-# does when its stdin is non-blocking.
-FAKE = """#!/bin/sh
-echo "molecule $*"
-case "$3" in
-  bad) exit 3 ;;
-  stdin) python3 -c 'import os, sys; sys.exit(0 if os.get_blocking(0) else 9)' || exit $? ;;
-  slow) trap 'echo interrupted; exit 130' INT; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done ;;
-esac
-echo idempotence
+# does when its stdin is non-blocking. Python, not sh: a launcher that ignores SIGINT (a shell's background job)
+# passes that on, and sh cannot trap a signal ignored on entry; Molecule itself is Python.
+FAKE = f"""#!{sys.executable}
+import os, signal, sys, time
+print("molecule " + " ".join(sys.argv[1:]), flush=True)
+name = sys.argv[3]
+if name == "bad":
+    sys.exit(3)
+if name == "stdin" and not os.get_blocking(0):
+    sys.exit(9)
+if name == "slow":
+    def interrupted(*_):
+        print("interrupted", flush=True)
+        sys.exit(130)
+    signal.signal(signal.SIGINT, interrupted)
+    time.sleep(30)
+print("idempotence")
 """
 
 
