@@ -50,11 +50,7 @@ def tool_env(**extra: str) -> dict[str, str]:
 
 
 def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
-    """Run a command from the project root; output is kept for assertions and failure messages. Its stdin is
-    /dev/null unless it is given input: the session's stdin is shared with the Molecule queue's processes, and
-    Ansible refuses a non-blocking stdin."""
-    if "input" not in kw:
-        kw.setdefault("stdin", subprocess.DEVNULL)
+    """Run a command from the project root; output is kept for assertions and failure messages."""
     return subprocess.run(
         cmd,
         cwd=ROOT,

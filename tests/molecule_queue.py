@@ -75,8 +75,9 @@ class MoleculeQueue:
                 ["molecule", "test", "-s", scenario],
                 cwd=self.root,
                 env=self.env,
-                # Not the session's stdin: a process beside it (ssh, podman) may set that file non-blocking,
-                # and Ansible then refuses to start ("requires blocking IO on stdin").
+                # A stdin of its own for the whole scenario: the session's is shared with the tests beside it,
+                # which may set it non-blocking (an ssh or podman session), and Ansible then refuses to start
+                # ("requires blocking IO on stdin"). The foreground tests run one at a time, as before the queue.
                 stdin=subprocess.DEVNULL,
                 stdout=handle,
                 stderr=subprocess.STDOUT,

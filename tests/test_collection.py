@@ -67,14 +67,7 @@ def test_installed_collection_runs_a_playbook_by_fqcn_outside_the_checkout(built
             "preflight_check_facts=false",
         ]
         return subprocess.run(
-            [*cmd, *extra],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            capture_output=True,
-            timeout=300,
-            check=False,
+            [*cmd, *extra], cwd=work, env=env, text=True, capture_output=True, timeout=300, check=False
         )
 
     good = preflight(installed / "inventory" / "example", "--vault-id", f"example@{secret}")

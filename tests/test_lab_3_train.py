@@ -144,7 +144,6 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
         cmd,
         cwd=ROOT,
         env=tool_env(),
-        stdin=subprocess.DEVNULL,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

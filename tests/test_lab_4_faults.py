@@ -34,7 +34,6 @@ def start_train(*extra: str) -> subprocess.Popen:
         [*cmd, "-e", "deadline=900", *extra],
         cwd=ROOT,
         env=tool_env(),
-        stdin=subprocess.DEVNULL,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -114,7 +114,6 @@ def validate_streamed(*args: str, at_pairs=None) -> subprocess.CompletedProcess:
         [*cmd, "playbooks/validate.yml", *args],
         cwd=ROOT,
         env=tool_env(),
-        stdin=subprocess.DEVNULL,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

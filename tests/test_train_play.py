@@ -32,9 +32,7 @@ def _train(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     work.mkdir(exist_ok=True)
     cmd = ["ansible-playbook", "-i", str(inv), str(ROOT / "playbooks" / "train.yml"), *extra]
     env = tool_env(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    return subprocess.run(
-        cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, text=True, capture_output=True, timeout=300, check=False
-    )
+    return subprocess.run(cmd, cwd=work, env=env, text=True, capture_output=True, timeout=300, check=False)
 
 
 def test_relative_data_is_the_directory_the_user_runs_from(tmp_path: Path) -> None:

@@ -206,9 +206,7 @@ def run_playbook(
         ANSIBLE_DEPRECATION_WARNINGS="False",
         **(env or {}),
     )
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, text=True, capture_output=True, timeout=timeout, check=False
-    )
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, timeout=timeout, check=False)
     try:
         data = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n") :])[0]
     except ValueError:

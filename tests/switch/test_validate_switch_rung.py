@@ -85,7 +85,6 @@ def switch_rung(tmp_path: Path, port: int, counters_file: Path, traffic: dict) -
     proc = subprocess.run(
         [*playbook, "-e", json.dumps(extra)],
         cwd=ROOT,
-        stdin=subprocess.DEVNULL,
         env=tool_env(ANSIBLE_DEPRECATION_WARNINGS="False"),
         capture_output=True,
         text=True,
