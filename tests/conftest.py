@@ -138,8 +138,7 @@ def pytest_collection_finish(session) -> None:
     from lab.image import ensure_image
     from tests.molecule_queue import MoleculeQueue
 
-    # The switch scenario first: it needs no image and its test runs early; then the host roles' scenarios.
-    scenarios.sort(key=lambda s: s != "nxos_roce_qos")
+    # In the order their tests wait for them (after the lab's tests: the switch's, then the host roles').
     _molecule_queue["queue"] = MoleculeQueue(
         scenarios, ROOT, tool_env(), before=lambda: ensure_image(log=lambda *_: None)
     ).start()

@@ -1,4 +1,5 @@
-"""The host roles' Molecule scenarios, run one after another in the background of the test session.
+"""Every Molecule scenario (the switch role's and the host roles'), one after another in the background of the test
+session.
 
 `make test` spends most of its time waiting: the lab's fault tests wait out timeouts and restarts, and Molecule
 waits on systemd containers. The scenarios therefore start as soon as collection ends (one at a time, each with

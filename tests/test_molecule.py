@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-# nxos_roce_qos runs from tests/switch (in the background, beside the role tests that share its emulator code).
+# nxos_roce_qos has its test in tests/switch, beside the role tests that share its emulator code (same queue).
 ELSEWHERE = {"nxos_roce_qos"}
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml") if p.parent.name not in ELSEWHERE)
 

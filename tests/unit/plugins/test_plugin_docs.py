@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.conftest import ROOT
+
 FILES = sorted(p for p in (ROOT / "plugins").glob("*/*.py") if p.name != "__init__.py")
 
 
