@@ -52,7 +52,7 @@ lint: venv  ## ansible-lint (production), yamllint, ruff
 	$(BIN)/pytest -m lint
 
 test: setup  ## Everything: lint + Molecule + lab end-to-end + payload + switch (one pytest summary)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
 	$(BIN)/python -m lab image

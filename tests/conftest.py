@@ -125,17 +125,37 @@ MOLECULE_TESTS = {"test_molecule_scenario": None, "test_molecule_nxos_roce_qos":
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    # The lab's tests first (in their order): they mostly wait, and the Molecule queue runs beside them.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("lab") else 1)
+    from tests import lanes
+
+    # The xdist scheduler knows a lab test by its module's name (tests/lanes.py): it must agree with the marker.
+    wrong = [item.nodeid for item in items if bool(item.get_closest_marker("lab")) != lanes.is_lab(item.nodeid)]
+    if wrong:
+        raise pytest.UsageError(f"the `lab` marker and a test_lab_<N> module go together: {', '.join(wrong)}")
+    # The lab's tests first (in their order): they mostly wait, and the rest runs beside them (`-n 2`, one lane
+    # each) or after them. The tests that wait for the Molecule queue come last, so the queue has the longest start.
+    items.sort(key=lambda item: 0 if lanes.is_lab(item.nodeid) else 2 if _scenario(item) else 1)
+
+
+def _scenario(item) -> str | None:
+    name = getattr(item, "originalname", "")
+    if name in MOLECULE_TESTS:
+        return MOLECULE_TESTS[name] or item.callspec.params["scenario"]
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from tests.lanes import LaneScheduling
+
+    return LaneScheduling(config, log)
 
 
 def pytest_collection_finish(session) -> None:
-    scenarios = []
-    for item in session.items:
-        name = getattr(item, "originalname", "")
-        if name in MOLECULE_TESTS:
-            scenarios.append(MOLECULE_TESTS[name] or item.callspec.params["scenario"])
-    if not scenarios or session.config.option.collectonly:
+    from tests.lanes import runs_the_rest
+
+    scenarios = [scenario for scenario in map(_scenario, session.items) if scenario]
+    # Under xdist every worker collects everything; the queue lives in the one that runs the scenarios' tests.
+    if not scenarios or session.config.option.collectonly or not runs_the_rest(session.config):
         return
     from lab.image import ensure_image
     from tests.molecule_queue import MoleculeQueue

@@ -1,0 +1,61 @@
+"""Two lanes for `make test` (pytest-xdist, `-n 2`): the lab's tests in their order on one worker, the rest beside.
+
+The lab's tests mostly wait (training runs, fault timeouts, restarts) and there is one lab per machine, so they
+share one worker, in the order they are written (each builds on the lab the one before left). Everything else
+(payload, switch, unit, lint, and the tests that wait for the Molecule queue) runs on the other worker, and the
+queue runs in that worker, beside its tests. xdist's own schedulers would spread the lab's tests over both
+workers. The scheduler sees node ids only, so a lab test is known by its module's name; collection checks that
+the name and the `lab` marker agree (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdist.scheduler import LoadScheduling
+
+LAB_MODULE = re.compile(r"(^|/)test_lab_\d")
+LAB_WORKER, REST_WORKER = "gw0", "gw1"
+
+
+def is_lab(nodeid: str) -> bool:
+    return bool(LAB_MODULE.search(nodeid.split("::", 1)[0]))
+
+
+def runs_the_rest(config) -> bool:
+    """Whether this process runs the lane of the tests that are not the lab's (where the Molecule queue lives)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or int(workerinput["workercount"]) < 2:
+        return True
+    return workerinput["workerid"] == REST_WORKER
+
+
+def lanes(collection: list[str], workers: list[str]) -> dict[str, list[int]]:
+    """{worker id: indexes of its tests, in collection order}: the lab's to gw0, the rest to gw1; with one
+    worker, all to it; workers past the second get nothing."""
+    if len(workers) < 2:
+        return {workers[0]: list(range(len(collection)))} if workers else {}
+    lab = [i for i, nodeid in enumerate(collection) if is_lab(nodeid)]
+    rest = [i for i, nodeid in enumerate(collection) if not is_lab(nodeid)]
+    return {worker: lab if worker == LAB_WORKER else rest if worker == REST_WORKER else [] for worker in workers}
+
+
+class LaneScheduling(LoadScheduling):
+    """xdist's load scheduler with a fixed first distribution (`lanes`). A worker that crashes hands its
+    remaining tests back and LoadScheduling gives them to the workers left, as it does for its own."""
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        if self.collection is not None:
+            return super().schedule()
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        self.collection = next(iter(self.node2collection.values()))
+        by_id = {node.gateway.id: node for node in self.nodes}
+        for worker, indexes in lanes(self.collection, sorted(by_id)).items():
+            node = by_id[worker]
+            if indexes:
+                self.node2pending[node].extend(indexes)
+                node.send_runtest_some(indexes)
+            node.shutdown()
