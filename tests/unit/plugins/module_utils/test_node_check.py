@@ -309,6 +309,23 @@ def test_healthy_gpu_passes_and_says_what_it_read() -> None:
     assert status(j) == "warn"
 
 
+def test_a_real_h200_is_judged_here_as_the_command_judged_it_there() -> None:
+    """The GPU checks on a real H200's `nvidia-smi -q -x` give what rdma-node-check printed on that machine."""
+    import json
+
+    recorded = json.loads(fixture("node_check_gpu_h200.json"))
+    h200 = nc.parse_nvidia_smi(fixture("nvidia_smi_h200.xml"))
+    assert h200["driver"] == "580.159.04" and len(h200["gpus"]) == 1
+    gpu = h200["gpus"][0]
+    assert gpu["idle"] is True and gpu["remap"]["pending"] is False
+    assert gpu["ecc"]["volatile"]["sram_uncorrectable"] == 0
+    # nvidia-smi nvlink -s printed nothing there (one PCIe GPU) and dcgmi was not installed.
+    facts = gpu_facts("nvidia_smi_h200.xml", log="", nvlink={"rc": 0, "out": "", "err": ""})
+    facts["nvidia_smi"]["out"] = fixture("nvidia_smi_h200.xml")  # as recorded: its own PCI address
+    j = judge(facts, config(gpus=1))
+    assert j.checks == recorded["checks"] and status(j) == recorded["status"] == "pass"
+
+
 def test_gpu_count_below_the_expected_fails() -> None:
     j = judge(gpu_facts("nvidia_smi_a100_mig.xml", "nvidia_smi_a100_mig.xml", log=""), config(gpus=8))
     assert one(j, "gpus")["status"] == "fail" and one(j, "gpus")["detail"].startswith("2 GPU(s) (expected 8)")
