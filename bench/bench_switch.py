@@ -32,8 +32,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -160,22 +158,10 @@ def stop(emulators) -> None:
 
 
 def inventory(workdir: Path, emulators) -> Path:
-    directory = workdir / f"inventory-{len(emulators)}"
-    directory.mkdir()
     switches = {
         f"leaf{i}": {"ansible_host": "127.0.0.1", "ansible_port": port} for i, (_, _, port) in enumerate(emulators, 1)
     }
-    hosts = {
-        "all": {
-            "children": {
-                "rdma_nodes": {"hosts": {"lab-node1": None, "lab-node2": None}},
-                "switches": {"hosts": switches},
-            }
-        }
-    }
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
-    (directory / "group_vars").symlink_to(ROOT / "inventory" / "lab" / "group_vars")
-    return directory / "hosts.yml"
+    return cluster.switch_inventory(workdir / f"inventory-{len(emulators)}", switches)
 
 
 def playbook(inv: Path, render: Path, meter: CpuMeter | None = None, emulators=()) -> tuple:

@@ -442,6 +442,26 @@ def stop_fabric() -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def switch_inventory(directory: Path, switches: dict[str, dict], lab_group_vars: bool = True) -> Path:
+    """An inventory of the lab's two node names and the given switches ({name: host vars}), with the committed
+    lab group_vars beside it (as `lab up` has them): the switch tests' and bench_switch.py's."""
+    import yaml  # the venv's (lab down runs without it)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    hosts = {
+        "all": {
+            "children": {
+                "rdma_nodes": {"hosts": {"lab-node1": None, "lab-node2": None}},
+                "switches": {"hosts": switches},
+            }
+        }
+    }
+    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    if lab_group_vars and not (directory / "group_vars").exists():
+        (directory / "group_vars").symlink_to(ROOT / "inventory" / "lab" / "group_vars")
+    return directory / "hosts.yml"
+
+
 def write_inventory(nodes: list[Node], *args, **kwargs) -> None:
     """inventory_text's hosts.yml (same arguments), written where the lab's playbooks read it."""
     INVENTORY.write_text(inventory_text(nodes, *args, **kwargs))

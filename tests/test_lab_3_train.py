@@ -3,8 +3,10 @@ a rank killed mid-run, and a resume that finishes the run."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import signal
@@ -52,6 +54,34 @@ def train(*extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=tool_env(), text=True, capture_output=True, timeout=timeout)
 
 
+def start_train(*extra: str) -> subprocess.Popen:
+    """train.yml in the background, in a process group of its own (so a test can end all of it)."""
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *COMMON, *extra]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=tool_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def finish(play: subprocess.Popen, timeout: float) -> str:
+    """The background play's output once it ends; past `timeout` its process group is ended."""
+    try:
+        out, _ = play.communicate(timeout=timeout)
+        return out
+    finally:
+        if play.poll() is None:
+            os.killpg(play.pid, signal.SIGTERM)
+            play.wait(30)
+
+
+def kill_a_rank(host: str, run_id: str) -> None:
+    """SIGKILL the workers torchrun (the unit's main process) spawned on `host`."""
+    main_pid = ssh(host, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
+    workers = ssh(host, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
+    assert workers, f"no worker under torchrun {main_pid} on {host}"
+    ssh(host, "kill", "-KILL", *workers)
+
+
 def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
     ip = cluster.Node(int(node.removeprefix("lab-node"))).mgmt_ip
     return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60)
@@ -85,6 +115,9 @@ def wait_for_step(play: subprocess.Popen | None, hosts: list[str], run_id: str, 
             if steps and max(steps) >= step:
                 return host
     ended = play is not None and play.poll() is not None
+    if play is not None and not ended:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            finish(play, 0.1)  # ends the play's process group
     raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if ended else ''}")
 
 
@@ -129,44 +162,14 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) ->
 def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:
     hosts = lab_cluster["hosts"]
     run_id = f"e2e-kill-{int(time.time())}"
-    args = [
-        "-e",
-        "engine=ddp",
-        "-e",
-        f"data={corpus}",
-        "-e",
-        f"steps={KILL_STEPS}",
-        "-e",
-        f"run_id={run_id}",
-        *payload(KILL),
-    ]
-    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", *args]
-    play = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=tool_env(),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        # Wait until rank 1 has trained past a checkpoint, then kill its worker process group.
-        victim = wait_for_step(play, hosts, run_id, 15)
-        # torchrun is the unit's main process; its children are the workers (the ranks).
-        main_pid = ssh(victim, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
-        workers = ssh(victim, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
-        assert workers, f"no worker under torchrun {main_pid} on {victim}"
-        t_kill = time.monotonic()
-        ssh(victim, "kill", "-KILL", *workers)
-        out, _ = play.communicate(timeout=300)
-        took = time.monotonic() - t_kill
-    finally:
-        if play.poll() is None:
-            import os
-
-            os.killpg(play.pid, signal.SIGTERM)
-            play.wait(30)
+    args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", f"steps={KILL_STEPS}", "-e", f"run_id={run_id}"]
+    play = start_train(*args, *payload(KILL))
+    # Wait until rank 1 has trained past a checkpoint, then kill its workers.
+    victim = wait_for_step(play, hosts, run_id, 15)
+    t_kill = time.monotonic()
+    kill_a_rank(victim, run_id)
+    out = finish(play, 300)
+    took = time.monotonic() - t_kill
     assert play.returncode != 0, out[-4000:]
     assert took < 180, f"the playbook took {took:.0f} s to fail after the kill"
     flat = " ".join(out.split())
@@ -187,19 +190,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     for host in hosts:
         assert ssh(host, "mkdir", "-p", torn, "&&", "touch", f"{torn}/model.pt").returncode == 0, host
 
-    proc = train(
-        "-e",
-        "engine=ddp",
-        "-e",
-        f"data={corpus}",
-        "-e",
-        f"steps={KILL_STEPS}",
-        "-e",
-        f"run_id={run_id}",
-        "-e",
-        "resume=true",
-        *payload(KILL),
-    )
+    proc = train(*args, "-e", "resume=true", *payload(KILL))
     assert proc.returncode == 0, tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())

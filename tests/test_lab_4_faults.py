@@ -4,59 +4,29 @@ host collected and no training process left; the recoverable ones finish the run
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 
 import pytest
 
 from lab import cluster, podman
-from tests.conftest import ROOT, playbook, tail, tool_env
+from tests.conftest import playbook, tail
 from tests.test_lab_3_train import (  # noqa: F401
     ARTIFACTS,
     KILL,
     SMALL,
     corpus,
+    finish,
+    kill_a_rank,
     no_training_processes,
     payload,
     ssh,
+    start_train,
     train,
     wait_for_step,
 )
 
 pytestmark = pytest.mark.lab
-
-
-def start_train(*extra: str) -> subprocess.Popen:
-    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), "playbooks/train.yml", "-e", "model=tiny"]
-    return subprocess.Popen(
-        [*cmd, "-e", "deadline=900", *extra],
-        cwd=ROOT,
-        env=tool_env(),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def finish(play: subprocess.Popen, timeout: float) -> str:
-    try:
-        out, _ = play.communicate(timeout=timeout)
-        return out
-    finally:
-        if play.poll() is None:
-            os.killpg(play.pid, signal.SIGTERM)
-            play.wait(30)
-
-
-def kill_a_rank(host: str, run_id: str) -> None:
-    """SIGKILL the workers torchrun (the unit's main process) spawned on `host`."""
-    main_pid = ssh(host, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
-    workers = ssh(host, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
-    assert workers, f"no worker under torchrun {main_pid} on {host}"
-    ssh(host, "kill", "-KILL", *workers)
 
 
 def losses_continue(run_id: str, host: str, same_world: bool = True) -> None:

@@ -152,6 +152,23 @@ def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedPro
         counters_file.unlink(missing_ok=True)
 
 
+def health_skips_honestly(by: dict, hosts: list[str]) -> None:
+    """rdma-node-check's checks on veth without GPUs or RDMA: each one ran and says why it skips, none passes
+    blind."""
+    health = {(c["host"], c["check"]): c for c in by["node_health"]["checks"]}
+    gpu_checks = ("gpus", "gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
+                  "gpu persistence", "nvlink", "dcgm diag")  # fmt: skip
+    for host in hosts:
+        assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
+        assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health
+        assert health[(host, "pause counters")]["status"] == "skip", health[(host, "pause counters")]
+        # The containers' journal may or may not hold the kernel's messages: skipped, or read (test_lab_4_faults
+        # flapped rdma0 for 20 s earlier: a short flap warns, the rung still passes).
+        assert health[(host, "link flaps")]["status"] in ("skip", "pass", "warn"), health[(host, "link flaps")]
+    nic = by["nic_counters"]
+    assert nic["status"] == "skip" and "no RDMA port counters (no RDMA device)" in nic["reason"], nic
+
+
 def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     before = existing()
     # PFC doing its job on lab-node1's port (pauses, ECN marks in the lossless qos-group 3): reported, not failed.
@@ -163,19 +180,7 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
         assert by[name]["status"] == "pass", by[name]
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
-    # rdma-node-check's checks on veth without GPUs or RDMA: each one ran and says why it skips, none passes blind.
-    health = {(c["host"], c["check"]): c for c in by["node_health"]["checks"]}
-    gpu_checks = ("gpus", "gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
-                  "gpu persistence", "nvlink", "dcgm diag")  # fmt: skip
-    for host in lab3:
-        assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
-        assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health
-        assert health[(host, "pause counters")]["status"] == "skip", health[(host, "pause counters")]
-        # The containers' journal may or may not hold the kernel's messages: skipped, or read (test_lab_4_faults
-        # flapped rdma0 for 20 s earlier: a short flap warns, the rung still passes).
-        assert health[(host, "link flaps")]["status"] in ("skip", "pass", "warn"), health[(host, "link flaps")]
-    nic = by["nic_counters"]
-    assert nic["status"] == "skip" and "no RDMA port counters (no RDMA device)" in nic["reason"], nic
+    health_skips_honestly(by, lab3)
     # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented: the rung
     # says so. No pair is flagged by the consistency check (the lab's fraction of the best pair, group_vars:
     # healthy pairs have measured down to 0.37 of the best under load, a throttled host at most 0.013).
@@ -228,19 +233,7 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     # No RDMA in the lab: said so, never passed; the links were measured over TCP instead.
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
-    # rdma-node-check's checks on veth without GPUs or RDMA: each one ran and says why it skips, none passes blind.
-    health = {(c["host"], c["check"]): c for c in by["node_health"]["checks"]}
-    gpu_checks = ("gpus", "gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
-                  "gpu persistence", "nvlink", "dcgm diag")  # fmt: skip
-    for host in lab3:
-        assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
-        assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health
-        assert health[(host, "pause counters")]["status"] == "skip", health[(host, "pause counters")]
-        # The containers' journal may or may not hold the kernel's messages: skipped, or read (test_lab_4_faults
-        # flapped rdma0 for 20 s earlier: a short flap warns, the rung still passes).
-        assert health[(host, "link flaps")]["status"] in ("skip", "pass", "warn"), health[(host, "link flaps")]
-    nic = by["nic_counters"]
-    assert nic["status"] == "skip" and "no RDMA port counters (no RDMA device)" in nic["reason"], nic
+    health_skips_honestly(by, lab3)
     tcp = by["tcp_bw"]
     # veth: no line rate, so no absolute threshold; the consistency check against the best pair finds the host.
     assert tcp["status"] == "fail" and tcp["threshold"] is None and throttled in tcp["reason"]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import paramiko
 import pytest
-import yaml
 
 from lab import cluster
+from lab.cluster import switch_inventory as write_inventory
 from tests.conftest import ROOT, tool_env
 
 # The lab credentials (inventory/lab/group_vars/switches/main.yml): the tests use the lab group_vars.
@@ -170,23 +170,6 @@ class PlaybookRun:
 
     def explain(self) -> str:
         return (self.proc.stdout or "")[-8000:] + "\n--- stderr ---\n" + (self.proc.stderr or "")[-4000:]
-
-
-def write_inventory(directory: Path, switches: dict[str, dict], lab_group_vars: bool = True) -> Path:
-    """An inventory like the one `lab up` writes, with the committed lab group_vars beside it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    hosts = {
-        "all": {
-            "children": {
-                "rdma_nodes": {"hosts": {"lab-node1": None, "lab-node2": None}},
-                "switches": {"hosts": switches},
-            }
-        }
-    }
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
-    if lab_group_vars and not (directory / "group_vars").exists():
-        (directory / "group_vars").symlink_to(ROOT / "inventory" / "lab" / "group_vars")
-    return directory / "hosts.yml"
 
 
 def run_playbook(
