@@ -120,6 +120,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def train_py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """payload/train.py in one process, no torchrun (it makes itself a group of one): a subcommand or a run."""
+    return subprocess.run(
+        [sys.executable, str(TRAIN), *args], cwd=REPO, env=job_env(), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
 def run_ok(launch, args: list[str], nproc: int = 2, timeout: float = 150) -> str:
     job = launch(args, nproc)
     rc = job.wait(timeout)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env
+from payload_helpers import base_args, train_py
 
 from payload import train as T
 
@@ -17,15 +16,7 @@ pytestmark = pytest.mark.payload
 
 def _train(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     """One process, no torchrun: the payload makes itself a group of one."""
-    return subprocess.run(
-        [sys.executable, str(TRAIN), *args],
-        cwd=REPO,
-        env=job_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return train_py(*args, timeout=timeout)
 
 
 def _failed(proc: subprocess.CompletedProcess, out: Path, code: int, message: str) -> dict:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env, read_jsonl, run_ok
+from payload_helpers import base_args, read_jsonl, run_ok, train_py
 
 pytestmark = pytest.mark.payload
 
@@ -61,14 +59,7 @@ def test_ddp_two_ranks_learn_and_write_metrics(straight_run):
     model = GPT2LMHeadModel.from_pretrained(str(out / "hf_model"), local_files_only=True)
     assert AutoTokenizer.from_pretrained(str(out / "hf_model"), local_files_only=True).eos_token_id is not None
     assert model.config.n_layer == 2
-    gen = subprocess.run(
-        [sys.executable, str(TRAIN), "generate", f"--out_dir={out}", "--prompt=KING:", "--max_new_tokens=12"],
-        capture_output=True,
-        text=True,
-        env=job_env(),
-        cwd=REPO,
-        timeout=120,
-    )
+    gen = train_py("generate", f"--out_dir={out}", "--prompt=KING:", "--max_new_tokens=12", timeout=120)
     assert gen.returncode == 0, gen.stderr[-3000:]
     assert "--- sample 0\nKING:" in gen.stdout
 

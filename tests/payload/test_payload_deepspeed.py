@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env, run_ok
+from payload_helpers import base_args, run_ok, train_py
 
 pytestmark = pytest.mark.payload
 
@@ -43,14 +41,7 @@ def test_deepspeed_zero2_learns_resumes_and_exports(launch, tmp_path, corpus, to
 
     # offline consolidation of the ZeRO partitions gives the same weights as the in-run export
     exported = tmp_path / "exported"
-    proc = subprocess.run(
-        [sys.executable, str(TRAIN), "export", f"--out_dir={out}", f"--export_dir={exported}"],
-        capture_output=True,
-        text=True,
-        env=job_env(),
-        cwd=REPO,
-        timeout=120,
-    )
+    proc = train_py("export", f"--out_dir={out}", f"--export_dir={exported}", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     import torch
     from transformers import GPT2LMHeadModel

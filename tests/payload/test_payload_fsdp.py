@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env, read_jsonl, run_ok
+from payload_helpers import base_args, read_jsonl, run_ok, train_py
 
 pytestmark = pytest.mark.payload
 
@@ -45,8 +43,7 @@ def test_fsdp_learns_resumes_exactly_and_exports(launch, tmp_path, corpus, token
     from transformers import GPT2LMHeadModel
 
     exported = tmp_path / "exported"
-    cmd = [sys.executable, str(TRAIN), "export", f"--out_dir={straight}", f"--export_dir={exported}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=job_env(), cwd=REPO, timeout=300)
+    done = train_py("export", f"--out_dir={straight}", f"--export_dir={exported}")
     assert done.returncode == 0, done.stderr[-3000:]
     a = GPT2LMHeadModel.from_pretrained(str(exported), local_files_only=True).state_dict()
     b = GPT2LMHeadModel.from_pretrained(str(straight / "hf_model"), local_files_only=True).state_dict()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env, read_jsonl
+from payload_helpers import base_args, read_jsonl, train_py
 
 from payload import gate as G
 
@@ -46,9 +44,7 @@ def test_baseline_must_carry_a_final_val_loss(tmp_path):
 
 
 def _train(args):
-    return subprocess.run(
-        [sys.executable, str(TRAIN), *args], cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=300
-    )
+    return train_py(*args)
 
 
 def test_eval_corpus_perplexity_and_gate_verdicts(tmp_path, corpus, tokenizer_dir, token_cache):

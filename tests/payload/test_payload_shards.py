@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from payload_helpers import REPO, TRAIN, base_args, job_env, run_ok
+from payload_helpers import base_args, run_ok, train_py
 
 from payload import data as D
 from payload import shards as S
@@ -30,8 +29,7 @@ def shard_dir(tmp_path_factory, corpus, tokenizer_dir):
 
 
 def _cli(command: str, **opts) -> subprocess.CompletedProcess:
-    args = [sys.executable, str(TRAIN), command, *(f"--{k}={v}" for k, v in opts.items())]
-    return subprocess.run(args, cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=300, check=False)
+    return train_py(command, *(f"--{k}={v}" for k, v in opts.items()))
 
 
 def _copy(src, dst):
