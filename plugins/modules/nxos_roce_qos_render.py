@@ -28,8 +28,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-changed:
-  description: Whether the switch's configuration changed.
-  type: bool
+intent:
+  description: The file that holds the intent (rewritten only when the text differs; the task reports no change,
+    since no switch is touched).
+  type: path
   returned: always
 """

@@ -27,8 +27,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lines:
-  description: What was written (the summary lines, or the files).
+  description: The run's summary for people, one line each, as the launch prints it at the end (outcome, last step,
+    validation loss and tokens/s; lost nodes, restarts, NCCL transport; the report and plot files).
   type: list
   elements: str
   returned: success
+  sample: ["run r1: completed — step 30, val loss 10.9 -> 6.1, 1,234 tokens/s", "report: artifacts/r1/report.md"]
 """

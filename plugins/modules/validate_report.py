@@ -27,8 +27,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: What was written (the summary lines, or the files).
+  description: The files written beside verdict.json (report.md, and bandwidth.png where pairs were measured).
   type: list
-  elements: str
+  elements: path
   returned: success
+  sample: ["artifacts/validate/20261126T120000/report.md", "artifacts/validate/20261126T120000/bandwidth.png"]
 """

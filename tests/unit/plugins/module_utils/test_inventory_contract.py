@@ -815,19 +815,13 @@ def test_every_error_at_once() -> None:
 # ------------------------------------------------------------------------------------------------ Slurm (roles/slurm)
 
 MUNGE_KEY = "lab-only-test-key-0123456789abcdefghijklmnopqrstuvwxyz"
-# roles/slurm/defaults/main.yml as the action plugin hands them over (templated: cluster_name unset here).
+# roles/slurm/defaults/main.yml as the action plugin hands them over: templated (cluster_name unset here), the
+# package lists left out (the contract does not read them).
 SLURM_DEFAULTS = {
-    "slurm_cluster_name": "cluster",
-    "slurm_node_network": "management",
-    "slurm_partitions": {"train": "rdma_nodes"},
-    "slurm_partition_default": "train",
-    "slurm_topology": "auto",
-    "slurm_config": {},
-    "slurm_health_check_program": "",
-    "slurm_health_check_interval": 300,
-    "slurm_daemon_timeout": 60,
-    "slurm_apt_cache_valid_time": 3600,
-}
+    k: v
+    for k, v in yaml.safe_load((ROOT / "roles" / "slurm" / "defaults" / "main.yml").read_text()).items()
+    if k != "slurm_packages"
+} | {"slurm_cluster_name": "cluster"}
 
 
 def slurm_on(inv: C.Inventory) -> None:
