@@ -351,30 +351,33 @@ the defaults applied, as one JSON object on stdout. Exit 0; exit 2 with `error: 
 unknown key, a bad value or input that is not a JSON object. NAME starts the messages (default: config)."""
 
 
+def usage_error(message: str) -> int:
+    """A command line or config the payload cannot take, said the way every payload command says it: one
+    `error:` line on stderr, exit 2 (a run that fails later exits with its own code)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in ("-h", "--help") for arg in argv):
         print(USAGE)
         return 0
     if argv[:1] != ["resolve"]:
-        print(f"error: expected the command resolve\n{USAGE}", file=sys.stderr)
-        return 2
+        return usage_error(f"expected the command resolve\n{USAGE}")
     source = "config"
     for arg in argv[1:]:
         if not arg.startswith("--source=") or arg == "--source=":
-            print(f"error: unexpected argument {arg!r}\n{USAGE}", file=sys.stderr)
-            return 2
+            return usage_error(f"unexpected argument {arg!r}\n{USAGE}")
         source = arg.partition("=")[2]
     try:
         values = json.loads(sys.stdin.read())
     except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no text
-        print(f"error: {source}: stdin is not valid JSON: {e}", file=sys.stderr)
-        return 2
+        return usage_error(f"{source}: stdin is not valid JSON: {e}")
     try:
         resolved = resolve(values, source)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return usage_error(str(e))
     print(json.dumps(resolved, allow_nan=False))
     return 0
 
@@ -397,6 +400,7 @@ __all__ = [
     "parse_args",
     "resolve",
     "to_dict",
+    "usage_error",
 ]
 
 

@@ -71,6 +71,7 @@ from payload.config import (  # noqa: E402
     describe,
     parse_args,
     to_dict,
+    usage_error,
 )
 from payload.model import (  # noqa: E402
     build_model,
@@ -962,8 +963,7 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and not argv[0].startswith("-") else "train"
     args = argv[1:] if argv and argv[0] == command else argv
     if command not in COMMANDS:
-        print(f"error: unknown command {command!r} ({', '.join(COMMANDS)})", file=sys.stderr)
-        return 2
+        return usage_error(f"unknown command {command!r} ({', '.join(COMMANDS)})")
     cls, fn = COMMANDS[command]
     if "-h" in args or "--help" in args:
         print(__doc__ + f"\n{command} options:\n" + describe(cls))
@@ -971,8 +971,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_args(args, cls)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return usage_error(str(e))
     return fn(cfg)
 
 

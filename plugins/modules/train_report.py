@@ -11,17 +11,24 @@ description:
   - An action plugin; this file only documents it.
 options:
   run_dir:
-    description: The folder to read and write.
+    description: A collected run (artifacts/<run_id>, as train_collect.yml leaves it) whose hosts' metrics and logs
+      are read; report.json, report.md and the plots are written into it.
     type: path
     required: true
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
 EXAMPLES = r"""
-- name: Write the report
+- name: Summarise a collected run and print its summary
   rdma_llm.cluster.train_report:
-    run_dir: artifacts/run1
+    run_dir: "artifacts/{{ run_id }}"
+  register: report
   delegate_to: localhost
+  run_once: true
+
+- name: Show the summary
+  ansible.builtin.debug:
+    msg: "{{ report.lines }}"
   run_once: true
 """
 

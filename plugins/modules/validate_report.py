@@ -11,18 +11,20 @@ description:
   - An action plugin; this file only documents it.
 options:
   folder:
-    description: The folder to read and write.
+    description: One ladder run's folder (artifacts/validate/<time>) holding its verdict.json.
     type: path
     required: true
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
 EXAMPLES = r"""
-- name: Write the report
+# After the ladder wrote verdict.json (as roles/cluster_validate/tasks/verdict.yml does)
+- name: Write report.md and the bandwidth heatmap
   rdma_llm.cluster.validate_report:
-    folder: artifacts/run1
+    folder: artifacts/validate/20261126T120000
   delegate_to: localhost
   run_once: true
+  check_mode: false
 """
 
 RETURN = r"""
