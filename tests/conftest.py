@@ -143,6 +143,12 @@ def _scenario(item) -> str | None:
     return None
 
 
+def pytest_configure(config) -> None:
+    from tests.lanes import yield_to_the_lab
+
+    yield_to_the_lab(config)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     from tests.lanes import LaneScheduling

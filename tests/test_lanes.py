@@ -4,6 +4,7 @@ everything else on the other, and only that worker would start the Molecule queu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,10 @@ CONFTEST = f"""
 import json, os, sys
 sys.path.insert(0, {str(ROOT)!r})
 import pytest
-from tests.lanes import LaneScheduling, runs_the_rest
+from tests.lanes import LaneScheduling, runs_the_rest, yield_to_the_lab
+
+def pytest_configure(config):
+    yield_to_the_lab(config)
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
@@ -30,7 +34,7 @@ def pytest_collection_finish(session):
 @pytest.fixture(autouse=True)
 def record(request):
     with open("ran.jsonl", "a") as f:
-        f.write(json.dumps([os.environ["PYTEST_XDIST_WORKER"], request.node.nodeid]) + "\\n")
+        f.write(json.dumps([os.environ["PYTEST_XDIST_WORKER"], request.node.nodeid, os.nice(0)]) + "\\n")
 """
 
 
@@ -72,7 +76,11 @@ def test_two_workers_run_the_lanes(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ran = [json.loads(line) for line in (tmp_path / "ran.jsonl").read_text().splitlines()]
-    by_worker = {w: [nodeid for worker, nodeid in ran if worker == w] for w in ("gw0", "gw1")}
+    by_worker = {w: [nodeid for worker, nodeid, _ in ran if worker == w] for w in ("gw0", "gw1")}
     lab = [f"test_lab_{m}.py::test_{i}" for m in ("1_up", "2_use") for i in range(4)]
     assert by_worker == {"gw0": lab, "gw1": [f"test_unit.py::test_{i}" for i in range(4)]}, ran
     assert (tmp_path / "queue-owner").read_text().split() == ["gw1"]
+    # The rest's lane yields the CPU to the lab's (relative to the pytest that started both).
+    # (This test itself runs in the rest's lane under `make test`: niceness stops at 19.)
+    base = os.nice(0)
+    assert {worker: nice for worker, _, nice in ran} == {"gw0": base, "gw1": min(base + lanes.REST_NICE, 19)}
