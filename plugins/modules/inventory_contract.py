@@ -10,7 +10,7 @@ description:
   - Reads every host of C(rdma_nodes), C(subnet_managers) and C(switches) whatever C(--limit) says, layers each
     role's defaults (the collection's C(roles/<role>/defaults/main.yml)) under the inventory's values, templates
     them and runs every rule of module_utils/inventory_contract.py (docs/design.md, "Inventory contract").
-  - Fails with every problem at once, one line each, C(<host>: <variable> <what is wrong>). Contacts no host.
+  - "Fails with every problem at once, one line each, C(<host>: <variable> <what is wrong>). Contacts no host."
   - An action plugin; this file only documents it.
 options:
   roles:

@@ -31,6 +31,6 @@ RETURN = r"""
 intent:
   description: The file that holds the intent (rewritten only when the text differs; the task reports no change,
     since no switch is touched).
-  type: path
+  type: str
   returned: always
 """

@@ -77,6 +77,7 @@ options:
   link_layer:
     description: C(ethernet) or C(infiniband) (NCCL gets NCCL_IB_SL there).
     type: str
+    choices: [ethernet, infiniband]
     default: ethernet
   ib_sl:
     description: InfiniBand service level for NCCL_IB_SL.

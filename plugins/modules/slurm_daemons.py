@@ -4,11 +4,6 @@
 
 from __future__ import annotations
 
-import time
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import node_ready, node_state, ping_up
-
 DOCUMENTATION = r"""
 module: slurm_daemons
 short_description: Wait until slurmctld answers and this node's slurmd has registered, or fail with the cause
@@ -35,7 +30,7 @@ options:
     description: Lines of journal and log file to report on failure.
     type: int
     default: 20
-author: rdma-llm-cluster
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
 EXAMPLES = r"""
@@ -51,6 +46,11 @@ states:
   type: dict
   returned: success
 """
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import node_ready, node_state, ping_up
 
 LOGS = {"slurmctld": "/var/log/slurm/slurmctld.log", "slurmd": "/var/log/slurm/slurmd.log"}
 

@@ -3,11 +3,6 @@
 
 from __future__ import annotations
 
-import socket
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import UNITS, host_facts
-
 DOCUMENTATION = r"""
 module: slurm_host
 short_description: Read a host's CPUs, memory, cgroup mode, GPUs and Slurm daemons for slurm.conf
@@ -21,7 +16,7 @@ options:
     description: Root of /proc, /dev and /usr (tests point it at a fake tree).
     type: path
     default: /
-author: rdma-llm-cluster
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
 EXAMPLES = r"""
@@ -36,6 +31,11 @@ ansible_facts:
   type: dict
   returned: always
 """
+
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import UNITS, host_facts
 
 
 def main() -> None:
