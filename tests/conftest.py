@@ -65,6 +65,15 @@ def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     )
 
 
+def ladder_rungs() -> list[str]:
+    """The validation ladder's rungs, in order, where the role keeps them (roles/cluster_validate/vars/main.yml)."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "roles" / "cluster_validate" / "vars" / "main.yml").read_text())[
+        "__cluster_validate_rung_names"
+    ]
+
+
 def tail(proc: subprocess.CompletedProcess, n: int = 6000) -> str:
     return (proc.stdout or "")[-n:] + "\n--- stderr ---\n" + (proc.stderr or "")[-n // 2 :]
 
