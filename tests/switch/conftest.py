@@ -16,7 +16,7 @@ import paramiko
 import pytest
 
 from lab import cluster
-from lab.cluster import switch_inventory as write_inventory
+from lab.cluster import switch_inventory
 from tests.conftest import ROOT, tool_env
 
 # The lab credentials (inventory/lab/group_vars/switches/main.yml): the tests use the lab group_vars.
@@ -202,7 +202,7 @@ def switch_run(tmp_path):
     """Run playbooks/switch.yml against an emulator as host `lab-switch` (the lab's host name)."""
 
     def run(emu: Emulator, *args: str, extra_vars: dict | None = None, env: dict | None = None) -> PlaybookRun:
-        inventory = write_inventory(
+        inventory = switch_inventory(
             tmp_path / "inventory", {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emu.port}}
         )
         merged = {"nxos_roce_qos_render_dir": str(tmp_path / "render"), **(extra_vars or {})}

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.switch.conftest import run_playbook, write_inventory
+from lab.cluster import switch_inventory
+from tests.switch.conftest import run_playbook
 
 pytestmark = pytest.mark.switch
 
 
 def test_nxos_config_mechanisms_behave_as_on_a_switch(emulator, tmp_path):
-    inventory = write_inventory(
+    inventory = switch_inventory(
         tmp_path / "inventory", {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emulator.port}}
     )
     run = run_playbook(inventory, playbook="tests/fixtures/nxos/calibration.yml")

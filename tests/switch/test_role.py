@@ -13,7 +13,8 @@ import re
 import pytest
 import yaml
 
-from tests.switch.conftest import FIELD_CONFIG, FIXTURES, ROOT, run_playbook, write_inventory
+from lab.cluster import switch_inventory
+from tests.switch.conftest import FIELD_CONFIG, FIXTURES, ROOT, run_playbook
 
 pytestmark = pytest.mark.switch
 
@@ -37,7 +38,7 @@ def test_rendered_policy_matches_the_golden_files(tmp_path):
     action does start one, in the same kind of socket directory)."""
     custom = yaml.safe_load((FIXTURES / "custom-vars.yml").read_text())
     unreachable = {"ansible_host": "127.0.0.1", "ansible_port": 9}
-    inventory = write_inventory(
+    inventory = switch_inventory(
         tmp_path / "inv",
         {
             "sw-default": dict(unreachable),
@@ -112,7 +113,7 @@ def test_bad_values_fail_before_connecting_and_name_the_variable(tmp_path):
         name: {"ansible_host": "127.0.0.1", "ansible_port": 9, **values} for name, (values, _) in BAD_VALUES.items()
     }
     run = run_playbook(
-        write_inventory(tmp_path / "inv", hosts), extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")}
+        switch_inventory(tmp_path / "inv", hosts), extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")}
     )
     assert run.rc != 0
     for host, (_, variable) in BAD_VALUES.items():
@@ -135,7 +136,7 @@ def test_missing_password_fails_before_the_first_command_without_showing_it(tmp_
     host = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_password": ""}
     sockets = tmp_path / "pc"
     run = run_playbook(
-        write_inventory(tmp_path / "inv", {"sw-nopass": host}),
+        switch_inventory(tmp_path / "inv", {"sw-nopass": host}),
         extra_vars={"nxos_roce_qos_render_dir": str(tmp_path / "render")},
         env={"ANSIBLE_PERSISTENT_CONTROL_PATH_DIR": str(sockets)},
     )
@@ -307,7 +308,7 @@ def test_leaf_and_spine_converge_in_one_run_with_the_same_policy(start_emulator,
     """A leaf (host ports + an uplink) and a spine (its downlink) from the same variables, in parallel."""
     leaf = start_emulator(name="leaf", hostname="leaf1")
     spine = start_emulator(name="spine", hostname="spine1")
-    inventory = write_inventory(
+    inventory = switch_inventory(
         tmp_path / "fabric",
         {
             "leaf1": {

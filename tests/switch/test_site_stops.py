@@ -13,7 +13,8 @@ import sys
 import pytest
 import yaml
 
-from tests.switch.conftest import run_playbook, write_inventory
+from lab.cluster import switch_inventory
+from tests.switch.conftest import run_playbook
 
 pytestmark = pytest.mark.switch
 
@@ -39,7 +40,7 @@ def _nodes(**node_vars) -> dict:
 
 
 def _site(tmp_path, emu, nodes: dict, *args: str):
-    inventory = write_inventory(
+    inventory = switch_inventory(
         tmp_path / "inventory", {"lab-switch": {"ansible_host": "127.0.0.1", "ansible_port": emu.port}}
     )
     hosts = tmp_path / "inventory" / "host_vars"
