@@ -78,7 +78,8 @@ class MoleculeQueue:
                 env=self.env,
                 # A stdin of its own for the whole scenario: the session's is shared with the tests beside it,
                 # which may set it non-blocking (an ssh or podman session), and Ansible then refuses to start
-                # ("requires blocking IO on stdin"). The foreground tests run one at a time, as before the queue.
+                # ("requires blocking IO on stdin"). Tests beside it do not need this: under `-n 2` each xdist
+                # worker's stdin is already /dev/null, and a plain pytest runs its tests one at a time.
                 stdin=subprocess.DEVNULL,
                 stdout=handle,
                 stderr=subprocess.STDOUT,
