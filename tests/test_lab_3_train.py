@@ -3,7 +3,6 @@ a rank killed mid-run, and a resume that finishes the run."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -63,15 +62,20 @@ def start_train(*extra: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def stop(play: subprocess.Popen) -> None:
+    """End the background play's process group if it still runs."""
+    if play.poll() is None:
+        os.killpg(play.pid, signal.SIGTERM)
+        play.wait(30)
+
+
 def finish(play: subprocess.Popen, timeout: float) -> str:
     """The background play's output once it ends; past `timeout` its process group is ended."""
     try:
         out, _ = play.communicate(timeout=timeout)
         return out
     finally:
-        if play.poll() is None:
-            os.killpg(play.pid, signal.SIGTERM)
-            play.wait(30)
+        stop(play)
 
 
 def kill_a_rank(host: str, run_id: str) -> None:
@@ -116,8 +120,7 @@ def wait_for_step(play: subprocess.Popen | None, hosts: list[str], run_id: str, 
                 return host
     ended = play is not None and play.poll() is not None
     if play is not None and not ended:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            finish(play, 0.1)  # ends the play's process group
+        stop(play)
     raise AssertionError(f"rank 1 never reached step {step}: {play.stdout.read() if ended else ''}")
 
 
@@ -164,10 +167,14 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     run_id = f"e2e-kill-{int(time.time())}"
     args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", f"steps={KILL_STEPS}", "-e", f"run_id={run_id}"]
     play = start_train(*args, *payload(KILL))
-    # Wait until rank 1 has trained past a checkpoint, then kill its workers.
-    victim = wait_for_step(play, hosts, run_id, 15)
-    t_kill = time.monotonic()
-    kill_a_rank(victim, run_id)
+    # Wait until rank 1 has trained past a checkpoint, then kill its workers (the play is ended if that fails).
+    try:
+        victim = wait_for_step(play, hosts, run_id, 15)
+        t_kill = time.monotonic()
+        kill_a_rank(victim, run_id)
+    except BaseException:
+        stop(play)
+        raise
     out = finish(play, 300)
     took = time.monotonic() - t_kill
     assert play.returncode != 0, out[-4000:]
