@@ -152,9 +152,13 @@ def _scenario(item) -> str | None:
     return None
 
 
+_config: dict = {}
+
+
 def pytest_configure(config) -> None:
     from tests.lanes import yield_to_the_lab
 
+    _config["config"] = config
     yield_to_the_lab(config)
 
 
@@ -173,18 +177,41 @@ def pytest_collection_finish(session) -> None:
     if not scenarios or session.config.option.collectonly or not runs_the_rest(session.config):
         return
     from lab.image import ensure_image
+    from tests import lanes
     from tests.molecule_queue import MoleculeQueue
 
+    # Two lanes: the queue's containers install what the lab's hosts install; it starts after the lab's first
+    # converge (when that test is in the run), so the two do not share the machine's disk and cores then.
+    signal = lanes.converge_signal(session.config, ROOT)
+    if signal is not None and lanes.CONVERGE_TEST not in {item.nodeid for item in session.items}:
+        signal = None
+    _molecule_queue["signal"] = signal
+
+    def before() -> None:
+        ensure_image(log=lambda *_: None)
+        lanes.wait_for(signal)
+
     # In the order their tests wait for them (after the lab's tests: the switch's, then the host roles').
-    _molecule_queue["queue"] = MoleculeQueue(
-        scenarios, ROOT, tool_env(), before=lambda: ensure_image(log=lambda *_: None)
-    ).start()
+    _molecule_queue["queue"] = MoleculeQueue(scenarios, ROOT, tool_env(), before=before).start()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    from tests import lanes
+
+    # The lab's lane: its first converge is over (passed or not), the queue beside it may start.
+    signal = lanes.converge_signal(_config["config"], ROOT) if nodeid == lanes.CONVERGE_TEST else None
+    if signal is not None:
+        signal.parent.mkdir(parents=True, exist_ok=True)
+        signal.touch()
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     queue = _molecule_queue.pop("queue", None)
     if queue is not None:
         queue.stop()
+    signal = _molecule_queue.pop("signal", None)
+    if signal is not None:
+        signal.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

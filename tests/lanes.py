@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from pathlib import Path
 
 from xdist.scheduler import LoadScheduling
 
@@ -45,6 +47,29 @@ def yield_to_the_lab(config) -> None:
     """In the rest's worker of a two-lane run, lower this process's CPU priority (REST_NICE)."""
     if lane_worker(config) == REST_WORKER:
         os.nice(REST_NICE)
+
+
+# The lab's first converge is where it needs the machine most (apt, dpkg, pip in its hosts: 227 s alone, 750 s with
+# the Molecule queue's containers doing the same beside it). In a two-lane run the queue starts once the lab's
+# lane says it has converged (a file named after the run, which both workers share), or after a timeout.
+CONVERGE_TEST = "tests/test_lab_2_site.py::test_site_converges"
+CONVERGE_WAIT_S = 1200
+
+
+def converge_signal(config, root: Path) -> Path | None:
+    """The file the lab's lane writes once its first converge is done, in a two-lane run (None otherwise)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or int(workerinput["workercount"]) < 2:
+        return None
+    return root / ".lab" / "lanes" / f"{workerinput['testrunuid']}.converged"
+
+
+def wait_for(signal: Path | None, timeout: float = CONVERGE_WAIT_S, poll: float = 2.0) -> float:
+    """Wait until `signal` exists (at most `timeout` seconds); the seconds waited."""
+    t0 = time.monotonic()
+    while signal is not None and not signal.exists() and time.monotonic() - t0 < timeout:
+        time.sleep(poll)
+    return time.monotonic() - t0
 
 
 def lanes(collection: list[str], workers: list[str]) -> dict[str, list[int]]:

@@ -84,3 +84,35 @@ def test_two_workers_run_the_lanes(tmp_path: Path) -> None:
     # (This test itself runs in the rest's lane under `make test`: niceness stops at 19.)
     base = os.nice(0)
     assert {worker: nice for worker, _, nice in ran} == {"gw0": base, "gw1": min(base + lanes.REST_NICE, 19)}
+
+
+def test_the_queue_waits_for_the_labs_first_converge(tmp_path: Path) -> None:
+    import threading
+
+    def config(worker: str, count: int = 2):
+        return SimpleNamespace(workerinput={"workerid": worker, "workercount": count, "testrunuid": "run1"})
+
+    # Both workers of one run name the same file; one process alone (or one worker) does not wait at all.
+    signal = lanes.converge_signal(config("gw1"), tmp_path)
+    assert signal == lanes.converge_signal(config("gw0"), tmp_path) == tmp_path / ".lab" / "lanes" / "run1.converged"
+    assert lanes.converge_signal(SimpleNamespace(), tmp_path) is None
+    assert lanes.converge_signal(config("gw0", 1), tmp_path) is None
+    assert lanes.wait_for(None) < 0.1
+    # The lab's lane writes it when its converge test ends (tests/conftest.py); the wait returns then.
+    from tests import conftest
+
+    real = conftest._config.get("config")
+    conftest._config["config"] = config("gw0")
+    try:
+        timer = threading.Timer(0.5, conftest.pytest_runtest_logfinish, (lanes.CONVERGE_TEST, None))
+        timer.start()
+        waited = lanes.wait_for(tmp_path / "not-yet", timeout=0.3, poll=0.05)
+        assert 0.3 <= waited < 1.0  # a timeout is a wait, not a failure
+    finally:
+        timer.join()
+        conftest._config["config"] = real
+    written = lanes.converge_signal(config("gw0"), conftest.ROOT)
+    try:
+        assert written.exists() and lanes.wait_for(written, timeout=5, poll=0.05) < 0.2
+    finally:
+        written.unlink(missing_ok=True)
