@@ -4,6 +4,10 @@ One task where a probe task and a conditional apt task were two: on a run with n
 answers one `dpkg-query` and apt is never loaded. With cache_valid_time 0 (refresh the cache on every run),
 apt always runs. The probe runs in check mode too (it reads only); apt then reports what it would do.
 The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
+
+With `reset_concern`, what apt installed (the packages dpkg shows installed after it and not before, dependencies
+included) is recorded for playbooks/reset.yml by the module rdma_llm.cluster.reset_record under that concern: reset
+removes only those, and only on request (`-e reset_packages=true`).
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missin
 
 
 class ActionModule(ActionBase):
-    """Arguments: name (a package or a list), update_cache (default true), cache_valid_time (s, default 3600)."""
+    """Arguments: name (a package or a list), update_cache (default true), cache_valid_time (s, default 3600),
+    reset_concern (record what apt installed under this concern for reset)."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("name", "update_cache", "cache_valid_time"))
+    _VALID_ARGS = frozenset(("name", "update_cache", "cache_valid_time", "reset_concern"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -43,6 +48,8 @@ class ActionModule(ActionBase):
         if not todo and not (update_cache and cache_valid_time == 0):
             result.update(changed=False, missing=[], msg=f"installed: {', '.join(names)}")
             return result
+        concern = self._task.args.get("reset_concern")
+        before = self._dpkg_all() if concern and not self._task.check_mode else None
         result.update(
             self._execute_module(
                 module_name="ansible.builtin.apt",
@@ -56,4 +63,21 @@ class ActionModule(ActionBase):
             )
         )
         result["missing"] = todo
+        if before is not None and result.get("changed") and not result.get("failed"):
+            new = rules.newly_installed(before, self._dpkg_all())
+            if new:
+                recorded = self._execute_module(
+                    module_name="rdma_llm.cluster.reset_record",
+                    module_args={"concern": concern, "packages": new},
+                    task_vars=task_vars,
+                )
+                if recorded.get("failed"):
+                    raise AnsibleActionFail(f"apt_missing: recording the installed packages: {recorded.get('msg')}")
+            result["installed"] = new
         return result
+
+    def _dpkg_all(self) -> str:
+        probe = self._low_level_execute_command(shlex.join(rules.ALL_ARGV))
+        if probe["rc"] != 0:
+            raise AnsibleActionFail(f"apt_missing: dpkg-query failed: {probe.get('stderr', '').strip()}")
+        return probe.get("stdout", "")

@@ -29,3 +29,18 @@ def missing(names: list[str], rc: int, stdout: str) -> list[str]:
         if len(fields) == 2 and fields[1] == "installed":
             installed.add(fields[0].split(":", 1)[0])
     return [n for n in dict.fromkeys(names) if _PIN.search(n) or n not in installed]
+
+
+# Every package dpkg knows, with its state: read before and after apt runs, the difference is what this run
+# installed (dependencies included), which the action records for reset (module_utils/reset_record.py).
+ALL_ARGV = ["dpkg-query", "--show", f"--showformat={SHOWFORMAT}"]
+
+
+def installed(stdout: str) -> set[str]:
+    """The names `dpkg-query --show` (ALL_ARGV) shows installed."""
+    return {f[0].split(":", 1)[0] for f in (line.split() for line in stdout.splitlines()) if f[1:] == ["installed"]}
+
+
+def newly_installed(before: str, after: str) -> list[str]:
+    """What apt installed between two ALL_ARGV readings, sorted."""
+    return sorted(installed(after) - installed(before))

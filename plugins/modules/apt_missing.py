@@ -27,6 +27,11 @@ options:
     description: Seconds an apt cache stays fresh.
     type: int
     default: 3600
+  reset_concern:
+    description:
+      - Record what apt installed (dependencies included) under this concern for C(playbooks/reset.yml)
+        (module C(rdma_llm.cluster.reset_record)); reset removes those packages on request only.
+    type: str
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
@@ -43,4 +48,9 @@ missing:
   type: list
   elements: str
   returned: always
+installed:
+  description: What apt installed (with reset_concern), dependencies included.
+  type: list
+  elements: str
+  returned: when apt ran with reset_concern
 """

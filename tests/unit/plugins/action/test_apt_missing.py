@@ -53,6 +53,15 @@ def test_missing_refuses_a_dpkg_error() -> None:
         R.missing(["rdma-core"], 2, "")
 
 
+def test_newly_installed_is_what_apt_added_dependencies_included() -> None:
+    """What the action records for reset: installed after apt and not before (a package that was only removed, not
+    purged, counts as new; one upgraded in place does not)."""
+    before = "rdma-core installed\nopensm config-files\nlibc6:amd64 installed\n"
+    after = "rdma-core installed\nopensm installed\nlibopensm9:amd64 installed\nlibc6:amd64 installed\n"
+    assert R.newly_installed(before, after) == ["libopensm9", "opensm"]
+    assert R.ALL_ARGV[:2] == ["dpkg-query", "--show"] and len(R.ALL_ARGV) == 3
+
+
 def _run(tmp_path: Path, tasks: str, *args: str):
     (tmp_path / "play.yml").write_text("- name: apt_missing\n  hosts: here\n  gather_facts: false\n  tasks:\n" + tasks)
     here = f"here:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
