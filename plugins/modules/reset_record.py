@@ -8,7 +8,7 @@ module: reset_record
 short_description: Record what a concern is about to replace on the host, or put it back (playbooks/reset.yml)
 description:
   - With O(state=recorded) (a role calls it before it writes), records in C(/var/lib/rdma-llm/reset/<concern>/) what
-    the host has now, the first time only: files (a copy) or their absence, directories the project fills, systemd
+    the host has now, the first time only (files as a copy or their absence, directories the project fills, systemd
     units' states, nftables tables, groups, network links (addresses, routes, MTU), loaded kernel modules, undo
     operations and packages installed by the project. Later runs never overwrite the first record.
   - With O(state=restored) (the role's C(tasks/reset.yml)), puts it back in a fixed order (units down, nftables,
@@ -152,7 +152,15 @@ def main() -> None:
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
-    host = rr.Host(root=p["root"], run=lambda argv: module.run_command(argv), check_mode=module.check_mode)
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        """A command; one that is not installed (nft before nftables) answers 127 instead of failing the module."""
+        try:
+            return module.run_command(argv, handle_exceptions=False)
+        except OSError as exc:
+            return 127, "", f"{argv[0]}: {exc.strerror or exc}"
+
+    host = rr.Host(root=p["root"], run=run, check_mode=module.check_mode)
     try:
         if p["state"] == "recorded":
             fields = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "undo", "packages")
