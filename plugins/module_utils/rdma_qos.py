@@ -2,11 +2,13 @@
 sysfs or debugfs), RDMA-CM ToS (configfs), and what NCCL and the TCP marking get from them.
 
 Read the current state, plan what differs from the wanted state, apply it (not in check mode) and report per
-NIC what was set, what already matched and what the hardware cannot do. Every path starts at `root` and every
-command goes through one runner, so the RDMA branch runs in unit tests against fake sysfs/configfs/debugfs trees
-and recorded `dcb` outputs. The module rdma_llm.cluster.rdma_qos runs `apply` and returns the ToS, NCCL's
-environment and the DSCP of fabric TCP (the role's fact and nftables rules take them from there); the filter
-rdma_llm.cluster.rdma_qos_fabric_networks gives the networks the TCP marking matches.
+NIC what was set, what already matched and what the hardware cannot do. Every change notes how to undo it
+(`Host.undo`: the value it found, as a reset_record undo operation): the module records those the first time,
+before it changes anything, so playbooks/reset.yml puts the NIC back as the project found it. Every path starts at
+`root` and every command goes through one runner, so the RDMA branch runs in unit tests against fake
+sysfs/configfs/debugfs trees and recorded `dcb` outputs. The module rdma_llm.cluster.rdma_qos runs `apply` and
+returns the ToS, NCCL's environment and the DSCP of fabric TCP (the role's fact and nftables rules take them from
+there); the filter rdma_llm.cluster.rdma_qos_fabric_networks gives the networks the TCP marking matches.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ class Host:
     check_mode: bool = False
     commands: list[str] = field(default_factory=list)
     boot: list[str] = field(default_factory=list)
+    # How to put back each value a change replaces (module_utils/reset_record.py undo operations), in change order.
+    undo: list[dict] = field(default_factory=list)
     # configfs populates a new rdma_cm/<dev> directory with its ports, and a debugfs write can change a second
     # attribute (cong.c); tests pass a mkdir and a write that do the same.
     make_dir: Callable[[str], None] = os.mkdir
@@ -166,6 +170,9 @@ class Host:
         """Write a sysfs/configfs attribute; the real path goes in the report, the root-less one in scripts."""
         rel = "/" + os.path.join(*parts)
         self.commands.append(f"echo {value} > {rel}")
+        previous = self.read(*parts)
+        if previous is not None:
+            self.undo.append({"key": rel, "write": rel, "value": previous})
         if self.check_mode:
             return
         try:
@@ -176,6 +183,7 @@ class Host:
     def mkdir(self, *parts: str) -> None:
         rel = "/" + os.path.join(*parts)
         self.commands.append(f"mkdir {rel}")
+        self.undo.append({"key": rel, "rmdir": rel})
         if self.check_mode:
             return
         try:
@@ -241,6 +249,38 @@ def plan_ets(current: dict[str, object], w: Wanted) -> list[str] | None:
     return args
 
 
+def dcb_undo(obj: str, ifname: str, current: dict[str, object], w: Wanted) -> list[dict]:
+    """reset_record undo operations that take one DCB object back to `current` after the role's change: the APP
+    entries it replaced (`replace` with the old priorities, `del` of those it added), PFC and ETS as they were."""
+    if obj == "app":
+        have: dict[int, list[int]] = {}
+        for dscp, prio in current.get("dscp-prio", []) or []:
+            have.setdefault(int(dscp), []).append(int(prio))
+        want = sorted(w.dscp_prio().items())
+        added = [f"{d}:{p}" for d, p in want if d not in have]
+        replaced = [f"{d}:{q}" for d, _ in want if d in have for q in sorted(have[d])]
+        ops = []
+        if replaced:
+            ops.append(
+                {
+                    "key": f"dcb app {ifname} replace",
+                    "argv": ["dcb", "app", "replace", "dev", ifname, "dscp-prio", *replaced],
+                }
+            )
+        if added:
+            ops.append(
+                {"key": f"dcb app {ifname} del", "argv": ["dcb", "app", "del", "dev", ifname, "dscp-prio", *added]}
+            )
+        return ops
+    keys = ("prio-pfc",) if obj == "pfc" else ("prio-tc", "tc-tsa", "tc-bw")
+    args: list[str] = []
+    for key in keys:
+        mapping = as_map(current.get(key))
+        if mapping:
+            args += [key, *[f"{k}:{v}" for k, v in mapping.items()]]
+    return [{"key": f"dcb {obj} {ifname}", "argv": ["dcb", obj, "set", "dev", ifname, *args]}] if args else []
+
+
 def dcb_interface(host: Host, ifname: str, w: Wanted, kind: tuple[str, str | None]) -> dict[str, str]:
     """Apply app/PFC/ETS on one NIC; returns {feature: state} with state set|ok|'not supported …'."""
     result: dict[str, str] = {}
@@ -258,6 +298,7 @@ def dcb_interface(host: Host, ifname: str, w: Wanted, kind: tuple[str, str | Non
         if args is None:
             result[obj] = "ok"
         else:
+            host.undo += dcb_undo(obj, ifname, current or {}, w)
             host.change(["dcb", obj, verb, "dev", ifname, *args])
             result[obj] = "set"
     return result
@@ -318,6 +359,10 @@ def cnp_interface(host: Host, ifname: str, w: Wanted) -> str:
     for attr, value, force in attrs:
         host.boot.append(f"echo {value} > /{'/'.join(attr)}")
         if force or host.read(*attr) != str(value):
+            if force:  # the driver's write also sets np_cnp_prio_mode to 0: the mode goes back after the priority
+                mode = (*attr[:-1], "np_cnp_prio_mode")
+                rel = "/" + "/".join(mode)
+                host.undo.append({"key": rel, "write": rel, "value": host.read(*mode)})
             host.write(str(value), *attr)
             state = "set"
     return state

@@ -99,6 +99,11 @@ options:
     description: Set the RDMA-CM default RoCE ToS.
     type: bool
     default: true
+  reset_concern:
+    description:
+      - Before changing anything, record (the first time per value) how to put back each value this run replaces,
+        under this concern of the reset record (module C(rdma_llm.cluster.reset_record), C(playbooks/reset.yml)).
+    type: str
   root:
     description: Root of sysfs and configfs (tests point it at a fake tree).
     type: path
@@ -165,6 +170,7 @@ devices:
 from dataclasses import fields
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_record
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import PROFILES
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply, nccl_env
@@ -191,6 +197,7 @@ def main() -> None:
         "dcb": {"type": "bool", "default": True},
         "dcqcn": {"type": "bool", "default": True},
         "roce_tos": {"type": "bool", "default": True},
+        "reset_concern": {"type": "str"},
         "root": {"type": "path", "default": "/"},
     }
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
@@ -201,10 +208,18 @@ def main() -> None:
         return module.run_command(argv)
 
     host = Host(root=p["root"], run=runner, check_mode=module.check_mode)
+    features = (p["devices"], p["dcb"], p["dcqcn"], p["roce_tos"])
     try:
-        result = apply(host, p["interfaces"], wanted, p["devices"], p["dcb"], p["dcqcn"], p["roce_tos"])
+        if p["reset_concern"] and not module.check_mode:
+            # A planning pass first: what this run would replace is recorded before the first change is made.
+            plan = Host(root=p["root"], run=runner, check_mode=True)
+            apply(plan, p["interfaces"], wanted, *features)
+            if plan.undo:
+                store = reset_record.Host(root=p["root"], run=runner)
+                reset_record.record(store, p["reset_concern"], reset_record.Spec(undo=plan.undo))
+        result = apply(host, p["interfaces"], wanted, *features)
         result["nccl_env"] = nccl_env(p["link_layer"], wanted.tos, p["ib_sl"], p["qps_per_connection"])
-    except (QosError, RuleError) as exc:
+    except (QosError, RuleError, reset_record.ResetError) as exc:
         module.fail_json(msg=str(exc), commands=host.commands)
     diff = {"before": "", "after": "\n".join(result["commands"]) + "\n"} if result["commands"] else None
     module.exit_json(diff=diff, **result)

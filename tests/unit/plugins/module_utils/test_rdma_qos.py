@@ -149,6 +149,9 @@ class FakeNic:
             k, v = word.split(":", 1)
             if obj == "app":
                 dscp, prio = int(k), int(v)
+                if verb == "del":
+                    self.app = [(d, p) for d, p in self.app if (d, p) != (dscp, prio)]
+                    continue
                 if verb == "replace":
                     self.app = [(d, p) for d, p in self.app if d != dscp]
                 self.app.append((dscp, prio))
@@ -379,6 +382,55 @@ def test_inbox_mlx5_cnp_marking_through_debugfs(tmp_path: Path) -> None:
     assert [c for c in third["commands"] if "cc_params" in c] == [
         "echo 46 > /sys/kernel/debug/mlx5/0000:3b:00.1/cc_params/np_cnp_dscp"
     ]
+
+
+@pytest.mark.parametrize("shape", ["ofed", "inbox"])
+def test_reset_puts_the_nic_back_as_the_first_run_found_it(tmp_path: Path, monkeypatch, shape: str) -> None:
+    """The undo operations a first run notes (what the module records before its first change, through a planning
+    pass in check mode) take DCB, DCQCN, the CNPs' marking and the RDMA-CM ToS back exactly, replayed by the reset
+    record (module_utils/reset_record.py) after the change; a converged NIC notes nothing new."""
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_record as rr
+
+    fake = FakeHost(tmp_path)
+    fake.add_nic("ens1f0np0", "mlx5_core", ecn=shape == "ofed", debugfs=shape == "inbox")
+    fake.nics["ens1f0np0"].app = [(0, 0), (26, 2)]  # a host that mapped RoCE to priority 2 before the project
+    fake.add_rdma("mlx5_0")
+    fake.add_configfs()
+
+    def state() -> tuple:
+        nic = fake.nics["ens1f0np0"]
+        files = {
+            str(p.relative_to(tmp_path)): p.read_text()
+            for p in sorted(tmp_path.rglob("*"))
+            if p.is_file() and not str(p.relative_to(tmp_path)).startswith("var/")  # the record itself
+        }
+        return sorted(nic.app), dict(nic.pfc), {k: dict(v) for k, v in nic.ets.items()}, files
+
+    before = state()
+    plan = fake.host(check_mode=True)
+    qos.apply(plan, ["ens1f0np0"], LAB)
+    assert state() == before, "the planning pass changes nothing"
+    store = rr.Host(root=str(tmp_path), run=fake.run)
+    rr.record(store, "rdma_qos", rr.Spec(undo=plan.undo))
+    qos.apply(fake.host(), ["ens1f0np0"], LAB)
+    assert state() != before
+    again = fake.host(check_mode=True)
+    qos.apply(again, ["ens1f0np0"], LAB)
+    assert again.undo == [], "a converged NIC has nothing new to undo"
+    # configfs removes a group with its attributes; rmdir on the fake tree does the same.
+    real_rmdir = rr.os.rmdir
+
+    def configfs_rmdir(path, *args, **kwargs):
+        if "rdma_cm/" in str(path) and not args and not kwargs:
+            for sub in sorted(Path(path).rglob("*"), reverse=True):
+                sub.unlink() if sub.is_file() else real_rmdir(sub)
+        return real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(rr.os, "rmdir", configfs_rmdir)
+    result = rr.restore(store, "rdma_qos")
+    assert result["errors"] == [] and result["forgotten"], result
+    assert state() == before
+    assert "dcb app replace dev ens1f0np0 dscp-prio 26:2" in result["changes"]
 
 
 def test_check_mode_plans_without_touching(tmp_path: Path) -> None:
