@@ -173,6 +173,8 @@ def render_body(root: Node, top: list[Node] | None = None) -> list[str]:
     """The config lines NX-OS would print after its header, blank lines included."""
     lines: list[str] = []
     for node in top if top is not None else ordered_top(root):
+        if node.key == "system qos" and not node.children:
+            continue  # the default system policies: NX-OS prints no `system qos` without a service-policy under it
         if node.key.startswith(_BLANK_BEFORE):
             lines.append("")
         lines.extend(render_node(node))

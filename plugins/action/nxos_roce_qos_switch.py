@@ -24,6 +24,12 @@ plain, tested Python:
 With `finish` (phase 2 over a new connection, when the one phase 1 left has gone idle and closed):
 the fabric's verdict from every switch's `transaction`, then save or roll back, and delete the checkpoint.
 
+`baseline_file` (a controller path): before the first change this switch ever gets from the role, the running
+config it read is kept there (never overwritten), for playbooks/reset.yml. With `reset: true` the plan is the way
+back to that config (`plan_restore` of the diff engine: the managed blocks as they were before the first apply;
+without the file, the switch without any managed block), staged, verified (a second plan back must be empty) and
+finished exactly like an apply: checkpoint, push, post-check, the fabric's verdict, save or roll back.
+
 plugins/action/nxos_roce_qos_render.py (review only, `--tags nxos_roce_qos_render`) is this class
 without a connection: it only writes the intent, with the same code.
 """
@@ -92,32 +98,46 @@ class ActionModule(ActionBase):
             )
         if args.get("finish"):
             return self._finish(result, args["finish"], _Cli(socket_path, nxos_roce_qos_session), host)
-        for name in ("intent", "marking_policy", "checkpoint_file", "expected"):
+        reset = bool(args.get("reset"))
+        for name in ("intent", "marking_policy", "checkpoint_file", *(() if reset else ("expected",))):
             if not args.get(name):
                 raise AnsibleActionFail(f"nxos_roce_qos_switch: missing argument {name}")
         session = nxos_roce_qos_session
-        postcheck = nxos_roce_qos_postcheck
-        expected = args["expected"]
+        expected = args.get("expected")
         self._check_credentials(host)
         cli = _Cli(socket_path, session)
+        check_mode = bool(self._task.check_mode)
+        baseline_file = args.get("baseline_file")
         try:
             intent = self._write_intent(args, session)
             running, pfc = session.read(cli)
-            planned = nxos_roce_qos_plan.plan(running, intent, args["marking_policy"], args.get("queuing_policy"))
+            if reset:
+                baseline = _read_baseline(baseline_file)
+                postcheck = _restored_check(baseline, intent, args["marking_policy"], args.get("queuing_policy"))
+                planned = nxos_roce_qos_plan.plan_restore(
+                    running, baseline, intent, args["marking_policy"], args.get("queuing_policy")
+                )
+                result["baseline"] = baseline_file if baseline is not None else None
+            else:
+                postcheck = nxos_roce_qos_postcheck
+                planned = nxos_roce_qos_plan.plan(running, intent, args["marking_policy"], args.get("queuing_policy"))
+                if baseline_file and planned["commands"] and not check_mode and not Path(baseline_file).exists():
+                    # The switch as the role found it, before its first change: what reset goes back to.
+                    session.write_file(baseline_file, running if running.endswith("\n") else running + "\n")
+                    result["baseline"] = baseline_file
             if args.get("commands_file") and planned["commands"]:
                 session.write_file(args["commands_file"], planned["config"])
         except session.DeviceError as exc:
             raise AnsibleActionFail(f"reading the switch: {exc}") from exc
         except (OSError, ValueError) as exc:
             raise AnsibleActionFail(f"nxos_roce_qos_switch: {exc}") from exc
-        check_mode = bool(self._task.check_mode)
         result.update(planned)
         result["changed"] = bool(planned["commands"])
         result["diff"] = {
             "before": planned["before"],
             "after": planned["after"],
             "before_header": "running-config (managed blocks)",
-            "after_header": "intended",
+            "after_header": "before the first apply" if reset else "intended",
         }
         if not planned["commands"] or check_mode:
             # The read is the state to report: nothing is sent (converged, or a check run).
@@ -125,13 +145,15 @@ class ActionModule(ActionBase):
             result["ansible_facts"] = {
                 "nxos_roce_qos_result": _fact(checked, planned, changed=False, saved=False, check_mode=check_mode)
             }
-            result["warnings"] = _warnings(checked, host)
+            result["warnings"] = _warnings(checked, host) + _baseline_warning(reset, result, baseline_file, host)
             ok = check_mode or checked["passed"]
             reason = "" if ok else f"Post-check failed: {session.failure_detail(checked)}"
             result["transaction"] = {"ok": ok, "staged": False, "reason": reason}
             if not ok:
                 result.update(failed=True, msg=reason)
             return result
+        if reset:
+            result["warnings"] = _baseline_warning(reset, result, baseline_file, host)
         return self._stage(result, args, cli, session, postcheck, expected, host, planned)
 
     def _write_intent(self, args, session) -> str:
@@ -168,6 +190,7 @@ class ActionModule(ActionBase):
             lambda running, pfc: postcheck(running, pfc, expected),
             backup=backup,
         )
+        warnings = list(result.pop("warnings", None) or [])
         failed = outcome["failed"]
         result.update(
             changed=outcome["pushed"] or outcome["rolled_back"],
@@ -180,7 +203,7 @@ class ActionModule(ActionBase):
             socket_path=self._connection.socket_path,
             transaction={"ok": not failed, "staged": not failed, "reason": outcome["msg"] if failed else ""},
         )
-        warnings = [
+        warnings += [
             f"{host}: the checkpoint file {left} was left by an earlier run (its delete failed); it is kept, this "
             f"run checkpoints to {outcome['checkpoint']}: look at it and delete it by hand: delete {left} no-prompt"
             for left in outcome["leftovers"] or []
@@ -243,6 +266,47 @@ class ActionModule(ActionBase):
             result["warnings"] = [_delete_warning(host, args["checkpoint"], done["delete_error"])]
         result["ansible_facts"] = {"nxos_roce_qos_result": fact}
         return result
+
+
+def _read_baseline(path: str | None) -> str | None:
+    """The running config kept before the role's first apply, None where there is none."""
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _restored_check(baseline: str | None, intent: str, marking: str, queuing: str | None):
+    """The post-check of a reset: the plan back to the baseline, made again on what the switch shows now, is empty."""
+
+    def check(running: str, pfc: str | None, expected=None) -> dict:
+        left = nxos_roce_qos_plan.plan_restore(running, baseline, intent, marking, queuing)["commands"]
+        detail = (
+            "the managed blocks are as before the first apply"
+            if not left
+            else f"{len(left)} line(s) still differ from before the first apply: {'; '.join(left[:5])}"
+        )
+        entry = {"name": "reset", "passed": not left, "detail": detail}
+        return {
+            "passed": not left,
+            "failed": [] if not left else ["reset"],
+            "checks": [entry],
+            "warnings": [],
+            "unverified": [],
+        }
+
+    return check
+
+
+def _baseline_warning(reset: bool, result: dict, baseline_file: str | None, host: str) -> list[str]:
+    if not reset or result.get("baseline"):
+        return []
+    return [
+        f"{host}: no copy of its configuration before the first apply ({baseline_file}): reset removes every block the "
+        "role manages, and its ports lose every line the role sets (their MTU goes back to the NX-OS default)"
+    ]
 
 
 def _delete_warning(host: str, checkpoint: str, error: str) -> str:

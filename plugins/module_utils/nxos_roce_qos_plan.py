@@ -295,3 +295,137 @@ def plan(running_text: str, intent_text: str, marking_policy: str, queuing_polic
         "after": after_text,
         "unified_diff": unified,
     }
+
+
+# ----------------------------------------------------------------------------------------- reset
+def managed_keys(
+    running: list[Node],
+    intent: list[Node],
+    marking_policy: str,
+    queuing_policy: str | None,
+    baseline: list[Node] | None = None,
+) -> list[str]:
+    """The blocks the role manages on this switch: the intent's top-level lines, and in the running config (or the
+    baseline reset goes back to) the ports that carry the role's input policy and the role's per-speed queuing
+    policies. In the order NX-OS can build them: class-maps, policy-maps, `system qos`, ports (then the rest)."""
+    keys = list(dict.fromkeys(key(n.line) for n in intent))
+    marker = f"service-policy type qos input {marking_policy}"
+    stale = re.compile(rf"policy-map type queuing {re.escape(queuing_policy)}_\d+[GM]") if queuing_policy else None
+    for node in [*running, *(baseline or [])]:
+        k = key(node.line)
+        port = node.line.startswith("interface ") and any(c.line == marker for c in node.children)
+        if k not in keys and (port or (stale is not None and stale.fullmatch(node.line))):
+            keys.append(k)
+    order = (
+        "class-map ",
+        "policy-map type qos ",
+        "policy-map type queuing ",
+        "policy-map type network-qos ",
+        "system qos",
+    )
+    rank = {prefix: i for i, prefix in enumerate(order)}
+    return sorted(keys, key=lambda k: next((rank[p] for p in order if k.startswith(p)), len(order)))
+
+
+def plan_restore(
+    running_text: str,
+    baseline_text: str | None,
+    intent_text: str,
+    marking_policy: str,
+    queuing_policy: str | None = None,
+) -> dict:
+    """The commands that take the role's managed blocks back to the switch's configuration before the role's first
+    apply (`baseline_text`, the running config the role read then), for playbooks/reset.yml. Returns the same keys as
+    `plan`.
+
+    Every managed block (`managed_keys`) becomes what the baseline had: a block the baseline had is diffed back to it
+    (make before break for a class-map whose match type the role changed, shares that shrink first); a port the
+    baseline had loses the lines the role owns that the baseline did not set (its MTU included) and gets back those
+    it did. Blocks the baseline did not have go, in the order NX-OS allows: first every reference to them (ports,
+    `system qos`, policies the baseline had), then the policy-maps, then the class-maps, then the global lines.
+
+    Without a baseline (`None`: it was not kept, or the switch was configured by a version of the role that kept
+    none) the target is the switch without any managed block, the same as a baseline that had none of them: ports
+    lose every line the role sets (their MTU then falls back to the NX-OS default)."""
+    original = {key(n.line): n for n in parse(running_text)}
+    running = parse(running_text)
+    intent = parse(intent_text)
+    baseline = parse(baseline_text) if baseline_text is not None else []
+    base = {key(n.line): n for n in baseline}
+    keys = managed_keys(running, intent, marking_policy, queuing_policy, baseline)
+    wanted = {key(n.line): n for n in intent}
+    # A class-map whose match type the role changed comes back make before break (the policies keep classifying).
+    commands = _replace_class_maps(running, [base[k] for k in keys if k in base and k.startswith("class-map ")])
+    by_key = {key(n.line): n for n in running}
+    before_nodes: list[Node] = []
+    after_nodes: list[Node] = []
+    deletes: list[tuple[int, str]] = []
+    globals_gone: list[tuple[int, str]] = []
+    for k in keys:
+        have, target, shown = by_key.get(k), base.get(k), original.get(k)
+        target_keys = {key(c.line) for c in target.children} if target is not None else set()
+        owned = _restore_owner(k, wanted.get(k), target_keys)
+        for node, views in ((shown, before_nodes), (target, after_nodes)):
+            if node is not None:
+                view = Node(node.line)
+                view.children = [c for c in node.children if owned(c.line)]
+                views.append(view)
+        if have is None:
+            if target is not None:  # the role's run removed it: it comes back
+                commands += flatten(target)
+            continue
+        if k.startswith(("class-map ", "policy-map ")):
+            if target is None:
+                deletes.append((0, f"no {have.line}"))
+                continue
+            sub, _ = diff_children(target.line, have.children, target.children)
+            if sub or have.line != target.line:
+                commands += [(0, target.line), *sub]
+            continue
+        if not k.startswith(("interface ", "system qos")):  # a global line (the PFC watchdog)
+            if target is None:
+                globals_gone.append((0, f"no {have.line}"))
+            elif target.line != have.line:
+                commands.append((0, target.line))
+            continue
+        # A port or `system qos`: the lines the role owns that the baseline did not set go, the baseline's come back.
+        goal = [c for c in (target.children if target is not None else []) if owned(c.line)]
+        goal_keys = {key(g.line) for g in goal}
+        present = {c.line for c in have.children}
+        sub = [(1, f"no {c.line}") for c in have.children if owned(c.line) and key(c.line) not in goal_keys]
+        sub += [(1, g.line) for g in goal if g.line not in present]
+        if sub:
+            commands += [(0, have.line), *sub]
+    # Deletes: policy-maps before the class-maps they use; the global lines last.
+    deletes.sort(key=lambda c: 0 if c[1].startswith("no policy-map ") else 1)
+    commands += deletes + globals_gone
+    before_text = "\n".join(render(before_nodes)) + "\n"
+    after_text = "\n".join(render(after_nodes)) + "\n"
+    unified = "".join(
+        difflib.unified_diff(
+            before_text.splitlines(True), after_text.splitlines(True), "running-config", "before the first apply", n=3
+        )
+    )
+    return {
+        "commands": [line for _, line in commands],
+        "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
+        "before": before_text,
+        "after": after_text,
+        "unified_diff": unified,
+    }
+
+
+def _restore_owner(block_key: str, intent_block: Node | None, baseline_keys: set[str]):
+    """Which lines of a managed block reset puts back: every line of a class-map, policy-map or `system qos`; on a
+    port the lines the role sets, the description only where the role's intent sets one or the baseline had one."""
+    port = block_key.startswith("interface ")
+    role_description = intent_block is not None and any(key(c.line) == "description" for c in intent_block.children)
+
+    def owned(line: str) -> bool:
+        if not port:
+            return True
+        if key(line) == "description":
+            return role_description or "description" in baseline_keys
+        return key(line) in OWNED_INTERFACE_KEYS
+
+    return owned

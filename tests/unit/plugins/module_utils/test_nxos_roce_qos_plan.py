@@ -274,3 +274,86 @@ def test_pfc_headroom_is_added_replaced_and_removed():
     assert not [c for c in commands if c.startswith("no ")], "replaced in place"
     _dev, commands = converge(with_headroom, DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
     assert commands[-1] == "no " + HEADROOM.strip()
+
+
+# ------------------------------------------------------------------------------------------ reset
+def normalized(text: str) -> list[tuple[str, tuple]]:
+    """A config as its blocks, each with its lines in a fixed order: two configs with the same blocks and lines list the
+    same. A block the reset creates again comes at the end of its kind's list, as NX-OS prints blocks in the order they
+    were made (a baseline's second `match` line likewise): same configuration, other order."""
+
+    def flat(node: engine.Node) -> tuple:
+        return (node.line, tuple(sorted(flat(c) for c in node.children)))
+
+    return sorted(flat(n) for n in engine.parse(text))
+
+
+def reset_from(start: str | None, intent: str, marking: str, queuing: str | None, baseline: bool = True):
+    """Converge a switch booted from `start`, then type the reset plan (back to the running config read before the
+    apply) line by line. Returns (the config before, the config after the reset, the reset's lines)."""
+    dev, _ = converge(start, intent, marking, queuing=queuing)
+    fresh = Device(DeviceInfo(hostname="leaf1"))
+    fresh.boot(start)
+    before = fresh.body_text(fresh.running)
+    planned = engine.plan_restore(dev.body_text(dev.running), before if baseline else None, intent, marking, queuing)
+    cli = dev.new_session()
+    for line in ["configure terminal", *planned["commands"], "end"]:
+        out = cli.handle(line)
+        assert not [o for o in out if o.startswith(("%", "ERROR"))], f"{line!r} rejected: {out}"
+    after = dev.body_text(dev.running)
+    again = engine.plan_restore(after, before if baseline else None, intent, marking, queuing)
+    assert again["commands"] == [], "a second reset plan is empty"
+    return before, after, planned
+
+
+@pytest.mark.parametrize("start", [s for s in STARTS if s != "converged"])
+def test_reset_takes_every_start_back_to_the_config_before_the_first_apply(start):
+    """The role's first apply from each start, then its reset: the switch is the start again, line for line where the
+    role only added blocks (factory, the role's older outputs), block for block where it also deleted some."""
+    before, after, _ = reset_from(STARTS[start], DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    if start in ("factory", "role-v1", "role-v2"):
+        assert after == before
+    assert normalized(after) == normalized(before)
+
+
+def test_reset_of_the_field_switch_brings_its_own_policy_back_make_before_break():
+    """The field switch: its match-all class-map RDMA, MTU 2240 and 4-queue policies come back; RoCE (DSCP 26) stays
+    classified on its ports after every line of the reset."""
+    field = FIELD_CONFIG.read_text()
+    before, after, planned = reset_from(field, FIELD_INTENT, "QOS_MARKING", None)
+    assert after == before
+    assert "mtu 2240" in planned["commands"] and "no class-map type qos match-any CNP" in planned["commands"]
+    # The port the field switch marked keeps classifying RoCE after every line (its class-map changes type back).
+    dev, _ = converge(field, FIELD_INTENT, "QOS_MARKING", hostname="field-leaf1")
+    assert classified(dev, "Ethernet1/1/2", 26) == 3
+    commands = engine.plan_restore(dev.body_text(dev.running), before, FIELD_INTENT, "QOS_MARKING")["commands"]
+    cli = dev.new_session()
+    for line in ["configure terminal", *commands, "end"]:
+        cli.handle(line)
+        assert classified(dev, "Ethernet1/1/2", 26) == 3, f"after {line!r}: RoCE unclassified on Ethernet1/1/2"
+
+
+def test_reset_removes_references_before_what_they_reference_and_shows_a_diff():
+    _, _, planned = reset_from(None, DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    commands = planned["commands"]
+    detach = commands.index("no service-policy type qos input ROCE_QOS_MARKING")
+    assert (
+        detach
+        < commands.index("no policy-map type qos ROCE_QOS_MARKING")
+        < commands.index("no class-map type qos match-any ROCE")
+    )
+    assert commands[-1] == "no priority-flow-control watch-dog-interval on"
+    assert "no mtu 9216" in commands, "the port MTU the role set goes (the factory port had none)"
+    assert planned["unified_diff"].startswith("--- running-config\n+++ before the first apply\n")
+    assert "-class-map type qos match-any ROCE\n" in planned["unified_diff"]
+
+
+def test_reset_without_a_kept_config_removes_every_managed_block():
+    """No copy of the config before the first apply (lost, or a switch configured before reset existed): the role's
+    blocks go all the same, and every line the role sets on its ports."""
+    before, after, _ = reset_from(None, DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING", baseline=False)
+    assert after == before
+    stale = STARTS["stale"]
+    _, after, _ = reset_from(stale, DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING", baseline=False)
+    assert "class-map type qos match-any ROCE" not in after and "feature lldp" in after
+    assert "interface Ethernet1/1\n  description rack A node 1\n  shutdown\n" in after, "user lines stay"
