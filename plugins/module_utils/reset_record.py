@@ -622,8 +622,9 @@ def restore(
         added = before["load"] == "not-found"
         if now["active"] in ("active", "activating", "reloading") and (added or before["active"] != "active"):
             out.cmd(host, ["systemctl", "stop", unit])
-        if now["enabled"] == "enabled" and (added or before["enabled"] == "disabled"):
-            out.cmd(host, ["systemctl", "disable", unit])
+        if now["enabled"] in ("enabled", "enabled-runtime") and (added or before["enabled"] == "disabled"):
+            runtime = ["--runtime"] if now["enabled"] == "enabled-runtime" else []  # linked under /run only
+            out.cmd(host, ["systemctl", "disable", *runtime, unit])
     # 2. nftables tables.
     for table, before in manifest.get("nft", {}).items() if "nft" in wanted else ():
         now = nft_table(host, table)

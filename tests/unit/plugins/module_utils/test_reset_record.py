@@ -64,7 +64,7 @@ class FakeSystem:
         return 127, "", f"{tool}: not faked"
 
     def systemctl(self, args: list[str]) -> tuple[int, str, str]:
-        verb, unit = args[0], args[1] if len(args) > 1 else ""
+        verb, unit = args[0], next((a for a in args[1:] if not a.startswith("--")), "")
         state = self.units.setdefault(unit, {"load": "not-found", "enabled": "", "active": "inactive"})
         if verb == "show":
             return (
@@ -252,6 +252,23 @@ def test_units_the_project_added_go_and_units_it_stopped_come_back(root, system)
         "systemctl start opensm.service",
     ]
     assert system.units["rdma-qos.service"]["load"] == "not-found"
+
+
+def test_a_unit_the_project_started_and_enabled_at_runtime_is_stopped_socket_first(root, system):
+    """netplan starts systemd-networkd (and its socket) on a host that did not run it, and links it under /run."""
+    for unit in ("systemd-networkd.socket", "systemd-networkd.service"):
+        system.units[unit] = {"load": "loaded", "enabled": "disabled", "active": "inactive", "vendor": "1"}
+    h = host(root, system)
+    rr.record(h, "rdma_netplan", rr.Spec(services=["systemd-networkd.socket", "systemd-networkd.service"]))
+    system.units["systemd-networkd.socket"].update(active="active")
+    system.units["systemd-networkd.service"].update(active="active", enabled="enabled-runtime")
+    system.calls.clear()
+    rr.restore(h, "rdma_netplan", parts=["services"])
+    assert [c for c in system.calls if not c.startswith("systemctl show")] == [
+        "systemctl stop systemd-networkd.socket",
+        "systemctl stop systemd-networkd.service",
+        "systemctl disable --runtime systemd-networkd.service",
+    ]
 
 
 def test_nft_table_group_and_module_the_project_added_are_removed(root, system):
