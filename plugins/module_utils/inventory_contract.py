@@ -329,6 +329,21 @@ VARIABLES: tuple[Var, ...] = (
     Var("node_health_config_file", NODES, ABS_PATH),
     Var("node_health_state_dir", NODES, ABS_PATH),
     Var("node_health_check_now", NODES, boolean()),
+    # fabric_firewall (its ports leave SSH alone: rule fabric_firewall_leaves_ssh)
+    Var("fabric_firewall_enabled", NODES, boolean()),
+    Var("fabric_firewall_interfaces", NODES, list_of(mapping(), nonempty=True, what="a list of interfaces")),
+    Var("fabric_firewall_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
+    Var("fabric_firewall_extra_ports", NODES, list_of(integer(1, 65535))),
+    Var(
+        "fabric_firewall_train_group",
+        NODES,
+        text(r"^[a-z_][a-z0-9_-]{0,31}$", "a group name (a-z, 0-9, '_', '-', at most 32, not starting with a digit)"),
+    ),
+    # playbooks/reset.yml: packages the project installed go only on request
+    Var("rdma_netplan_reset_packages", NODES, boolean()),
+    Var("rdma_stack_reset_packages", NODES, boolean()),
+    Var("rdma_qos_reset_packages", NODES, boolean()),
+    Var("fabric_firewall_reset_packages", NODES, boolean()),
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
@@ -340,6 +355,7 @@ VARIABLES: tuple[Var, ...] = (
 # Variables the rules read besides the rows above; the action plugin templates exactly these.
 EXTRA_VARIABLES = (
     "ansible_host",
+    "ansible_port",
     "ansible_user",
     "ansible_password",
     "ansible_ssh_pass",
@@ -1350,6 +1366,27 @@ def slurm_config_keys(inv: Inventory) -> Iterator[Problem]:
                 )
             elif not re.fullmatch(slurm_rules.SINGLE_LINE_RE, str(value)):
                 yield Problem(ALL, "slurm_config", f"{key}: the value must be one line")
+
+
+@rule
+def fabric_firewall_leaves_ssh(inv: Inventory) -> Iterator[Problem]:
+    """The fabric firewall guards the project's ports on every address: SSH (22, or the node's ansible_port) is never
+    one of them, so the controller's connection is never filtered."""
+    hosts = inv.members(NODES)
+    found: dict[str, str] = {}
+    for host in hosts:
+        ports = inv.get(host, "fabric_firewall_extra_ports")
+        if not isinstance(ports, list):  # not a list: the row reports it
+            continue
+        ssh = {22, as_int(inv.get(host, "ansible_port")) or 22}
+        hit = sorted({as_int(p) for p in ports} & ssh)
+        if hit:
+            found[host] = f"has {hit[0]}, the SSH port: the firewall never guards SSH"
+    if len(hosts) > 1 and len(found) == len(hosts) and len(set(found.values())) == 1:
+        yield Problem(ALL, "fabric_firewall_extra_ports", next(iter(found.values())))
+        return
+    for host, why in found.items():
+        yield Problem(host, "fabric_firewall_extra_ports", why)
 
 
 def check(inv: Inventory, variables: tuple[str, ...] = ()) -> list[Problem]:

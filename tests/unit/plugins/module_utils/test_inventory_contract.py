@@ -684,6 +684,34 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         ["n1: node_health_command must be an absolute path (got 'rdma-node-check')"],
     ),
     (
+        "firewall-guards-ssh",
+        on_all("fabric_firewall_extra_ports", [2049, 22]),
+        ["all: fabric_firewall_extra_ports has 22, the SSH port: the firewall never guards SSH"],
+    ),
+    (
+        "firewall-guards-the-ssh-port-of-one-node",
+        both(setv("n2", "ansible_port", 2222), on_all("fabric_firewall_extra_ports", [2222])),
+        ["n2: fabric_firewall_extra_ports has 2222, the SSH port: the firewall never guards SSH"],
+    ),
+    (
+        "firewall-port-not-a-number",
+        setv("n1", "fabric_firewall_extra_ports", ["ssh"]),
+        ["n1: fabric_firewall_extra_ports [0] must be an integer 1-65535 (got 'ssh')"],
+    ),
+    (
+        "firewall-train-group",
+        on_all("fabric_firewall_train_group", "Train Group"),
+        [
+            "all: fabric_firewall_train_group must be a group name (a-z, 0-9, '_', '-', at most 32, not starting with "
+            "a digit) (got 'Train Group')"
+        ],
+    ),
+    (
+        "reset-packages-not-a-bool",
+        setv("n1", "rdma_stack_reset_packages", "sometimes"),
+        ["n1: rdma_stack_reset_packages must be true or false (got 'sometimes')"],
+    ),
+    (
         "switch-no-user",
         lambda inv: inv.hostvars["sw"].pop("ansible_user"),
         ["sw: ansible_user must be set for the switch (the example inventory takes it from vault.yml)"],
