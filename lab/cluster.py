@@ -153,6 +153,10 @@ def down() -> None:
         (SWITCH_DIR / leftover).unlink(missing_ok=True)
     INVENTORY.unlink(missing_ok=True)
     (STATE_ROOT / "state.json").unlink(missing_ok=True)
+    # What nxos_roce_qos kept of the lab switches before its first apply (for reset.yml) goes with them: the next lab's
+    # switches are new, and their first apply keeps their own.
+    for kept in (ROOT / "artifacts" / "nxos_baseline").glob("lab-*.cfg"):
+        kept.unlink(missing_ok=True)
 
 
 def _gone(pid: int) -> bool:

@@ -181,8 +181,15 @@ def run_playbook(
     env: dict | None = None,
 ) -> PlaybookRun:
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook, *args]
-    if extra_vars:
-        cmd += ["-e", json.dumps(extra_vars)]
+    # The configs the role keeps before its first apply go to the test's own directory, never to the checkout's
+    # artifacts/ (where the lab's switch, also lab-switch, keeps its own).
+    extra_vars = dict(extra_vars or {})
+    if "nxos_roce_qos_baseline_dir" not in extra_vars:
+        inside = Path(inventory).resolve().is_relative_to(ROOT)
+        extra_vars["nxos_roce_qos_baseline_dir"] = (
+            tempfile.mkdtemp(prefix="nxos_baseline_") if inside else str(Path(inventory).parent / "nxos_baseline")
+        )
+    cmd += ["-e", json.dumps(extra_vars)]
     env = tool_env(
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
         ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
