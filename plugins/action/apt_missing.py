@@ -6,8 +6,9 @@ apt always runs. The probe runs in check mode too (it reads only); apt then repo
 The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
 
 With `reset_concern`, what apt installed (the packages dpkg shows installed after it and not before, dependencies
-included) is recorded for playbooks/reset.yml by the module rdma_llm.cluster.reset_record under that concern: reset
-removes only those, and only on request (`-e reset_packages=true`).
+included, and the groups their installs created) is recorded for playbooks/reset.yml by the module
+rdma_llm.cluster.reset_record under that concern: reset removes only those, and only on request
+(`-e reset_packages=true`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class ActionModule(ActionBase):
             return result
         concern = self._task.args.get("reset_concern")
         before = self._dpkg_all() if concern and not self._task.check_mode else None
+        groups_before = self._read(rules.GROUP_FILE_ARGV) if before is not None else ""
         result.update(
             self._execute_module(
                 module_name="ansible.builtin.apt",
@@ -65,10 +67,11 @@ class ActionModule(ActionBase):
         result["missing"] = todo
         if before is not None and result.get("changed") and not result.get("failed"):
             new = rules.newly_installed(before, self._dpkg_all())
+            groups = rules.new_groups(groups_before, self._read(rules.GROUP_FILE_ARGV))
             if new:
                 recorded = self._execute_module(
                     module_name="rdma_llm.cluster.reset_record",
-                    module_args={"concern": concern, "packages": new},
+                    module_args={"concern": concern, "packages": new, "package_groups": groups},
                     task_vars=task_vars,
                 )
                 if recorded.get("failed"):
@@ -77,7 +80,10 @@ class ActionModule(ActionBase):
         return result
 
     def _dpkg_all(self) -> str:
-        probe = self._low_level_execute_command(shlex.join(rules.ALL_ARGV))
+        return self._read(rules.ALL_ARGV)
+
+    def _read(self, argv: list[str]) -> str:
+        probe = self._low_level_execute_command(shlex.join(argv))
         if probe["rc"] != 0:
-            raise AnsibleActionFail(f"apt_missing: dpkg-query failed: {probe.get('stderr', '').strip()}")
+            raise AnsibleActionFail(f"apt_missing: {argv[0]} failed: {probe.get('stderr', '').strip()}")
         return probe.get("stdout", "")

@@ -41,6 +41,19 @@ def installed(stdout: str) -> set[str]:
     return {f[0].split(":", 1)[0] for f in (line.split() for line in stdout.splitlines()) if f[1:] == ["installed"]}
 
 
+GROUP_FILE_ARGV = ["cat", "/etc/group"]
+
+
+def new_groups(before: str, after: str) -> list[str]:
+    """Groups in the second reading of /etc/group (GROUP_FILE_ARGV) and not in the first, sorted: what a package's
+    maintainer script created (libibverbs1 adds `rdma`; purge leaves it)."""
+
+    def names(text: str) -> set[str]:
+        return {line.split(":", 1)[0] for line in text.splitlines() if ":" in line}
+
+    return sorted(names(after) - names(before))
+
+
 def newly_installed(before: str, after: str) -> list[str]:
     """What apt installed between two ALL_ARGV readings, sorted."""
     return sorted(installed(after) - installed(before))

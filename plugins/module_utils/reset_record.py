@@ -110,6 +110,7 @@ def empty(concern: str) -> dict:
         "modules": {},
         "undo": [],
         "packages": [],
+        "package_groups": [],
         "values": {},
     }
 
@@ -223,6 +224,28 @@ def group_names(host: Host) -> set[str]:
         return set()
 
 
+def group_ids(host: Host) -> dict[str, str]:
+    """{group: gid} from /etc/group."""
+    try:
+        with open(host.path("/etc/group"), encoding="utf-8") as handle:
+            return {f[0]: f[2] for f in (line.split(":") for line in handle) if len(f) > 2}
+    except OSError:
+        return {}
+
+
+def primary_gids(host: Host) -> dict[str, list[str]]:
+    """{gid: users whose primary group it is} from /etc/passwd."""
+    out: dict[str, list[str]] = {}
+    try:
+        with open(host.path("/etc/passwd"), encoding="utf-8") as handle:
+            for f in (line.split(":") for line in handle):
+                if len(f) > 3:
+                    out.setdefault(f[3], []).append(f[0])
+    except OSError:
+        pass
+    return out
+
+
 def loaded_modules(host: Host) -> set[str] | None:
     """Names in /proc/modules; None on a kernel without loadable modules."""
     try:
@@ -307,6 +330,7 @@ class Spec:
     modules: list[str] = field(default_factory=list)
     undo: list[dict] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
+    package_groups: list[str] = field(default_factory=list)
     values: dict = field(default_factory=dict)
 
 
@@ -399,6 +423,11 @@ def record(host: Host, concern: str, spec: Spec) -> dict:
     if new_packages:
         manifest["packages"] += new_packages
         lines.append(f"packages installed by the project: {' '.join(new_packages)}")
+    known_groups = manifest.setdefault("package_groups", [])
+    new_groups = [g for g in dict.fromkeys(spec.package_groups) if g not in known_groups]
+    if new_groups:
+        known_groups += new_groups
+        lines.append(f"groups those packages created: {' '.join(new_groups)}")
     for key, value in (spec.values or {}).items():
         if key not in manifest["values"]:
             manifest["values"][key] = value
@@ -577,22 +606,56 @@ def installed_packages(host: Host, names: list[str]) -> list[str]:
     return [n for n in names if n in have]
 
 
-def _remove_packages(host: Host, names: list[str], out: Outcome) -> None:
+def packages_of_other_concerns(host: Host, concern: str) -> dict[str, str]:
+    """{package: concern} for the packages the other concerns' records say the project installed."""
+    store = host.path(STORE)
+    owners: dict[str, str] = {}
+    for other in sorted(os.listdir(store)) if os.path.isdir(store) else []:
+        manifest = load(host, other) if other != concern and CONCERN_RE.match(other) else None
+        for package in (manifest or {}).get("packages", []):
+            owners.setdefault(package, other)
+    return owners
+
+
+def _remove_packages(host: Host, concern: str, names: list[str], out: Outcome) -> bool:
+    """Purge the packages still installed; False where they stay (an error says why)."""
     todo = installed_packages(host, names)
     if not todo:
-        return
+        return True
     rc, sim, err = host.sh(["apt-get", "--simulate", "--yes", "purge", *todo])
     if rc != 0:
         out.errors.append(f"apt-get --simulate purge {' '.join(todo)} failed (rc {rc}): {(err or sim).strip()}")
-        return
+        return False
     extra = sorted(set(APT_SIMULATED.findall(sim)) - set(todo))
-    if extra:
+    owners = packages_of_other_concerns(host, concern) if extra else {}
+    if extra and host.check_mode and all(p in owners for p in extra):
+        # A dry run removes nothing, so a concern reset earlier in playbooks/reset.yml still has its packages here;
+        # the real run removes them before this one.
+        out.notes.append(
+            f"dry run: removing {' '.join(todo)} would also remove {' '.join(extra)}, which "
+            f"{', '.join(sorted({owners[p] for p in extra}))} installed; a full reset removes those first"
+        )
+    elif extra:
+        installed_by = sorted({owners[p] for p in extra if p in owners})
         out.errors.append(
             f"the packages the project installed ({' '.join(todo)}) were kept: removing them would also remove "
             f"{' '.join(extra)}, which the project did not install"
+            + (f" with them ({', '.join(installed_by)} did: reset it too, or first)" if installed_by else "")
         )
-        return
-    out.cmd(host, ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "--yes", "--quiet", "purge", *todo])
+        return False
+    return out.cmd(host, ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "--yes", "--quiet", "purge", *todo])
+
+
+def _remove_package_groups(host: Host, groups: list[str], out: Outcome) -> None:
+    """The system groups the project's package installs created (libibverbs1's `rdma`): purge leaves them. One that is
+    still some user's primary group stays, with a note."""
+    names = group_ids(host)
+    primary = primary_gids(host)
+    for group in (g for g in groups if g in names):
+        if names[group] in primary:
+            out.notes.append(f"group {group} kept: it is the primary group of {', '.join(primary[names[group]])}")
+        else:
+            out.cmd(host, ["groupdel", group])
 
 
 def restore(
@@ -671,7 +734,8 @@ def restore(
     packages = manifest.get("packages", [])
     if "packages" in wanted and packages:
         if remove_packages:
-            _remove_packages(host, packages, out)
+            if _remove_packages(host, concern, packages, out):
+                _remove_package_groups(host, manifest.get("package_groups", []), out)
         else:
             kept = installed_packages(host, packages)
             if kept:

@@ -74,6 +74,13 @@ options:
     type: list
     elements: str
     default: []
+  package_groups:
+    description:
+      - System groups those packages' installs created (the action apt_missing records them).
+      - Removed after the packages, on request only; a user's primary group stays.
+    type: list
+    elements: str
+    default: []
   values:
     description: Other values a concern's reset needs, first value wins (returned by O(state=restored)).
     type: dict
@@ -139,7 +146,8 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_reco
 
 
 def main() -> None:
-    lists = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "packages", "parts")
+    lists = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "packages", "package_groups")
+    lists += ("parts",)
     spec = {name: {"type": "list", "elements": "str", "default": []} for name in lists}
     spec.update(
         concern={"type": "str", "required": True},
@@ -164,6 +172,7 @@ def main() -> None:
     try:
         if p["state"] == "recorded":
             fields = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "undo", "packages")
+            fields += ("package_groups",)
             done = rr.record(host, p["concern"], rr.Spec(values=p["values"], **{f: p[f] for f in fields}))
             module.exit_json(changed=done["changed"], lines=done["lines"], concern=p["concern"])
         result = rr.restore(host, p["concern"], p["parts"] or None, p["remove_packages"], p["keep"])

@@ -60,6 +60,10 @@ def test_newly_installed_is_what_apt_added_dependencies_included() -> None:
     after = "rdma-core installed\nopensm installed\nlibopensm9:amd64 installed\nlibc6:amd64 installed\n"
     assert R.newly_installed(before, after) == ["libopensm9", "opensm"]
     assert R.ALL_ARGV[:2] == ["dpkg-query", "--show"] and len(R.ALL_ARGV) == 3
+    # The groups a maintainer script added (libibverbs1's postinst: `addgroup --system rdma`), for reset to remove.
+    groups = "root:x:0:\nmunge:x:101:\n"
+    assert R.new_groups(groups, groups + "rdma:x:102:\n_ssh:x:103:\n") == ["_ssh", "rdma"]
+    assert R.new_groups(groups, groups) == []
 
 
 def _run(tmp_path: Path, tasks: str, *args: str):

@@ -388,9 +388,25 @@ def test_packages_are_kept_unless_asked_and_never_take_another_package_along(roo
     refused = rr.restore(h, "rdma_stack", remove_packages=True)
     assert "would also remove slurm-wlm" in refused["errors"][0] and not refused["forgotten"]
     assert system.packages == {"opensm", "libopensm9", "iperf3", "bash"}
+    # slurm-wlm installed by another concern: a dry run says the full reset removes it first; a real run refuses
+    # (resetting this concern alone would take Slurm's package along) and names the concern.
+    rr.record(h, "slurm", rr.Spec(packages=["slurm-wlm"]))
+    dry = rr.restore(rr.Host(h.root, h.run, check_mode=True), "rdma_stack", remove_packages=True)
+    assert dry["errors"] == [] and "which slurm installed; a full reset removes those first" in dry["notes"][0]
+    assert any("purge opensm libopensm9 iperf3" in c for c in dry["changes"])
+    refused = rr.restore(h, "rdma_stack", remove_packages=True)
+    assert "(slurm did: reset it too, or first)" in refused["errors"][0] and not refused["forgotten"]
+    assert system.packages == {"opensm", "libopensm9", "iperf3", "bash"}
     system.apt_extra = []
+    # The group libibverbs1's install made goes after the packages; one that is a user's primary group stays.
+    rr.record(h, "rdma_stack", rr.Spec(package_groups=["rdma", "munge"]))
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc" / "group").write_text("root:x:0:\nrdma:x:102:\nmunge:x:101:\n")
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/bash\nmunge:x:100:101::/nonexistent:/bin/false\n")
     done = rr.restore(h, "rdma_stack", remove_packages=True)
     assert done["errors"] == [] and system.packages == {"bash"}
+    assert "groupdel rdma" in done["changes"] and not any("groupdel munge" in c for c in done["changes"])
+    assert "group munge kept: it is the primary group of munge" in done["notes"]
     assert "env DEBIAN_FRONTEND=noninteractive apt-get --yes --quiet purge opensm libopensm9 iperf3" in done["changes"]
 
 
