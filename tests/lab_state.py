@@ -4,7 +4,8 @@
 Per node (one SSH round trip, a stdlib script run by the node's python3): the files and directories the roles write
 or edit (content hash, mode, owner; the venv's and the wheelhouse's trees by name only), the hostname, `ip -j addr`
 and the IPv4 routes, `nft list ruleset` (counters left out), what `dcb` and the RDMA-CM configfs show on the fabric
-NIC, unit files and the state of the project's units, the packages dpkg shows installed, the groups, /proc/modules.
+NIC, unit files and the state of the project's units, the packages dpkg shows installed, the groups and users,
+/proc/modules.
 The switch: its running and startup config and bootflash files from the emulator's state file.
 """
 
@@ -20,7 +21,7 @@ NODE_SCRIPT = r"""
 import hashlib, json, os, re, stat, subprocess
 TREES = ["/etc/hosts", "/etc/hostname", "/etc/netplan", "/etc/modules-load.d", "/etc/ansible", "/etc/rdma-llm",
          "/etc/rdma-qos", "/etc/opensm", "/etc/default/opensm", "/etc/systemd/system", "/usr/local/sbin",
-         "/var/lib/rdma-llm"]
+         "/var/lib/rdma-llm", "/etc/slurm", "/etc/munge"]
 NAMES_ONLY = ["/opt", "/var/cache/rdma-llm"]  # the venv and the wheelhouse: thousands of files, by name (depth 3)
 SKIP = ["/var/lib/rdma-llm/runs"]  # training runs: the user's results (reset -e reset_train_runs=true removes them)
 
@@ -72,17 +73,20 @@ nft = run("nft", "list", "ruleset")
 nft[1] = re.sub(r"counter packets \d+ bytes \d+", "counter", nft[1])
 fabric = [l["ifname"] for l in links if l["ifname"].startswith("rdma")]
 dcb = {f"{o} {i}": run("dcb", "-N", o, "show", "dev", i) for o in ("app", "pfc", "ets") for i in fabric}
-units = [l for l in run("systemctl", "list-unit-files", "--no-legend", "--no-pager")[1].splitlines()
+# One space between columns: systemctl pads them to the longest name and state present.
+units = [" ".join(l.split()) for l in run("systemctl", "list-unit-files", "--no-legend", "--no-pager")[1].splitlines()
          if not re.search(r"\s(transient|generated)\s", l)]
 states = {u: run("systemctl", "is-enabled", u)[1].strip() + "/" + run("systemctl", "is-active", u)[1].strip()
           for u in ("fabric-firewall.service", "rdma-qos.service", "opensm.service", "nftables.service",
-                    "systemd-networkd.service")}
+                    "systemd-networkd.service", "munge.service", "slurmctld.service", "slurmd.service")}
 packages = run("dpkg-query", "--show", "--showformat=${Package} ${db:Status-Status}\n")[1]
 groups = sorted(l.split(":", 1)[0] for l in open("/etc/group"))
+users = sorted(l.split(":", 1)[0] for l in open("/etc/passwd"))
 modules = run("cat", "/proc/modules")
 print(json.dumps({"files": files, "hostname": run("hostname")[1].strip(), "addr": addr, "routes": routes, "nft": nft,
                   "dcb": dcb, "rdma_cm": walk("/sys/kernel/config/rdma_cm"), "unit_files": units, "units": states,
-                  "packages": sorted(packages.splitlines()), "groups": groups, "modules": modules}))
+                  "packages": sorted(packages.splitlines()), "groups": groups, "users": users,
+                  "modules": modules}))
 """
 
 
@@ -140,3 +144,9 @@ def differences(before: dict, after: dict, ignore: tuple[str, ...] = ()) -> list
                 diff = [line for line in set(xs.splitlines()) ^ set(ys.splitlines())][:10]
                 out.append(f"{host} {part} differs: {diff}")
     return out
+
+
+def assert_same(before: dict, after: dict, what: str, ignore: tuple[str, ...] = ()) -> None:
+    """Fail with what differs (see differences) when two snapshots are not the same."""
+    diff = differences(before, after, ignore)
+    assert not diff, f"{what}:\n" + "\n".join(diff)

@@ -1,12 +1,26 @@
-"""site.yml end to end on a fresh lab: check mode first, then converge, then a second run that changes nothing."""
+"""site.yml end to end on a fresh lab: check mode first; a run that fails midway and the reset that gives back the fresh
+lab; then the converge (site.yml after a reset), a second run that changes nothing, drift repaired."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests import lab_state
 from tests.conftest import play_recap, playbook, tail
 
 pytestmark = pytest.mark.lab
+
+# reset.yml as the lab tests run it: the packages the project installed go too (the fresh lab had none of them), and
+# the runs the training tests left.
+RESET = ["-e", "reset_confirm=yes", "-e", "reset_packages=true", "-e", "reset_train_runs=true"]
+# A site.yml that fails midway: the fabric addresses, the host QoS, the firewall and the switch are applied, then the
+# venv play fails its input check (a pinned file the controller lacks); node_health and Slurm never run.
+MIDWAY = [
+    "--tags",
+    "common,rdma_netplan,rdma_qos,fabric_firewall,nxos_roce_qos,train_venv",
+    "-e",
+    "train_venv_requirements_file=/nonexistent/requirements.txt",
+]
 
 
 def test_site_check_diff_on_fresh_lab(lab_cluster) -> None:
@@ -15,6 +29,23 @@ def test_site_check_diff_on_fresh_lab(lab_cluster) -> None:
     recap = play_recap(proc.stdout)
     assert set(lab_cluster["hosts"]) <= set(recap), recap
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
+
+
+def test_site_failed_midway_then_reset_gives_back_the_fresh_lab(lab_cluster) -> None:
+    """Half a site.yml, then reset.yml: every node and the switch as on the fresh lab (tests/lab_state.py). The
+    converge below is then site.yml after a reset; tests/test_lab_5_reset.py resets the fully used lab at the end."""
+    failed = playbook("playbooks/site.yml", *MIDWAY)
+    assert failed.returncode != 0, tail(failed)
+    assert "train_venv_requirements_file (/nonexistent/requirements.txt)" in " ".join(failed.stdout.split())
+    half = lab_state.snapshot(lab_cluster["hosts"])
+    node = lab_cluster["hosts"][0]
+    assert any(a[1] == "10.77.250.11" for i in half[node]["addr"] if i[0] == "rdma0" for a in i[2]), half[node]["addr"]
+    assert "fabric_firewall" in half[node]["nft"][1] and "ROCE_QOS_MARKING" in half["lab-switch"]["running"]
+    proc = playbook("playbooks/reset.yml", *RESET)
+    assert proc.returncode == 0, tail(proc)
+    lab_state.assert_same(
+        lab_cluster["fresh"], lab_state.snapshot(lab_cluster["hosts"]), "after reset.yml of a half-applied lab"
+    )
 
 
 def test_site_converges(lab_cluster) -> None:

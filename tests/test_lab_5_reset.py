@@ -1,7 +1,7 @@
-"""playbooks/reset.yml on the lab the suite converged (test_lab_2_site's site.yml on the fresh lab, then the training,
-faults and ladder tests): every node and the switch hash as on the fresh lab (tests/lab_state.py, taken by the
-`lab_cluster` fixture right after `lab up`); so do they after a site.yml that failed midway; site.yml then converges
-again to the state it had before the reset.
+"""playbooks/reset.yml on the lab the suite used (test_lab_2_site's site.yml, then Slurm, the training, faults and
+ladder tests), last of the lab's tests: every node and the switch as on the fresh lab (tests/lab_state.py, taken by
+the `lab_cluster` fixture right after `lab up`), and a second reset changes nothing. test_lab_2_site resets a
+half-applied lab before its converge, which is then site.yml after a reset.
 
 Reset runs with -e reset_packages=true (the packages the project installed go too: the fresh lab had none of them)
 and -e reset_train_runs=true (the runs the training tests left). Run alone, the file converges the fresh lab first.
@@ -9,31 +9,21 @@ and -e reset_train_runs=true (the runs the training tests left). Run alone, the 
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
+from lab import cluster
 from tests import lab_state
 from tests.conftest import play_recap, playbook, tail
+from tests.test_lab_2_site import RESET
 
 pytestmark = pytest.mark.lab
-
-RESET = ["-e", "reset_confirm=yes", "-e", "reset_packages=true", "-e", "reset_train_runs=true"]
-# A site.yml that fails midway: the fabric addresses, the host QoS, the firewall and the switch are applied, then the
-# venv play fails its input check (a pinned file the controller lacks); node_health never runs.
-MIDWAY = [
-    "--tags",
-    "common,rdma_netplan,rdma_qos,fabric_firewall,nxos_roce_qos,train_venv",
-    "-e",
-    "train_venv_requirements_file=/nonexistent/requirements.txt",
-]
 
 
 def state(lab_cluster) -> dict:
     return lab_state.snapshot(lab_cluster["hosts"])
-
-
-def same(before: dict, after: dict, what: str, ignore: tuple[str, ...] = ()) -> None:
-    diff = lab_state.differences(before, after, ignore)
-    assert not diff, f"{what}:\n" + "\n".join(diff)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +42,24 @@ def test_reset_is_refused_without_the_confirmation_and_check_mode_changes_nothin
     refused = playbook("playbooks/reset.yml", timeout=300)
     assert refused.returncode != 0, tail(refused)
     assert "confirm with -e reset_confirm=yes" in " ".join(refused.stdout.split()), tail(refused)
+    # A job Slurm holds (lab-node1 is the controller) stops a confirmed reset before any change.
+    controller = cluster.Node(1).mgmt_ip
+    job = subprocess.run(
+        cluster.ssh_cmd(controller, "sbatch", "--parsable", "--job-name=reset-guard", "--wrap='sleep 600'"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    try:
+        held = playbook("playbooks/reset.yml", *RESET, timeout=300)
+    finally:
+        subprocess.run(cluster.ssh_cmd(controller, "scancel", job.stdout.strip()), capture_output=True, timeout=60)
+        for _ in range(30):  # a cancelled job stays in squeue while it completes
+            queue = subprocess.run(cluster.ssh_cmd(controller, "squeue", "--noheader"), capture_output=True, timeout=60)
+            if not queue.stdout.strip():
+                break
+            time.sleep(1)
+    assert held.returncode != 0, tail(held)
+    assert "holds jobs" in held.stdout and "nothing was changed" in " ".join(held.stdout.split()), tail(held)
     dry = playbook("playbooks/reset.yml", "--check", "--diff", "-e", "reset_packages=true", timeout=900)
     assert dry.returncode == 0, tail(dry)
     flat = " ".join(dry.stdout.split())
@@ -59,37 +67,16 @@ def test_reset_is_refused_without_the_confirmation_and_check_mode_changes_nothin
     assert "remove /etc/netplan/60-rdma-llm-fabric.yaml (created by the project)" in flat, tail(dry)
     assert "no class-map type qos match-any ROCE" in flat, tail(dry)
     assert "remove /opt/rdma-llm/venv (created by the project)" in flat, tail(dry)
-    same(converged, state(lab_cluster), "--check changed the lab")
+    lab_state.assert_same(converged, state(lab_cluster), "--check changed the lab")
 
 
 def test_reset_gives_back_the_fresh_lab(lab_cluster, converged) -> None:
     proc = playbook("playbooks/reset.yml", *RESET)
     assert proc.returncode == 0, tail(proc)
-    same(lab_cluster["fresh"], state(lab_cluster), "after reset.yml the lab differs from the fresh lab")
+    lab_state.assert_same(
+        lab_cluster["fresh"], state(lab_cluster), "after reset.yml the lab differs from the fresh lab"
+    )
     again = playbook("playbooks/reset.yml", *RESET)
     assert again.returncode == 0, tail(again)
     changed = {h: r["changed"] for h, r in play_recap(again.stdout).items() if r["changed"]}
     assert not changed, f"a second reset changed something: {changed}\n{tail(again)}"
-
-
-def test_reset_after_a_site_run_that_failed_midway(lab_cluster, converged) -> None:
-    failed = playbook("playbooks/site.yml", *MIDWAY)
-    assert failed.returncode != 0, tail(failed)
-    assert "train_venv_requirements_file (/nonexistent/requirements.txt)" in " ".join(failed.stdout.split())
-    half = state(lab_cluster)
-    node = lab_cluster["hosts"][0]
-    assert any(a[1] == "10.77.250.11" for i in half[node]["addr"] if i[0] == "rdma0" for a in i[2]), half[node]["addr"]
-    assert "fabric_firewall" in half[node]["nft"][1] and "ROCE_QOS_MARKING" in half["lab-switch"]["running"]
-    proc = playbook("playbooks/reset.yml", *RESET)
-    assert proc.returncode == 0, tail(proc)
-    same(
-        lab_cluster["fresh"], state(lab_cluster), "after reset.yml of a half-applied lab it differs from the fresh lab"
-    )
-
-
-def test_site_converges_again_after_reset(lab_cluster, converged) -> None:
-    proc = playbook("playbooks/site.yml")
-    assert proc.returncode == 0, tail(proc)
-    # The same state as before the reset; /var/lib/rdma-llm holds the node check's counter reading (its own time) and
-    # the reset records (those of the training tests' launches are not made again).
-    same(converged, state(lab_cluster), "site.yml after reset", ignore=("/var/lib/rdma-llm",))

@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from tests.switch.conftest import run_playbook, write_inventory
+from lab.cluster import switch_inventory
+from tests.switch.conftest import run_playbook
 
 pytestmark = pytest.mark.switch
 
 
 def inventory(tmp_path, emulators: dict) -> object:
-    return write_inventory(
+    return switch_inventory(
         tmp_path / "inventory",
         {name: {"ansible_host": "127.0.0.1", "ansible_port": e.port} for name, e in emulators.items()},
     )
