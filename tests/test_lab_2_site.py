@@ -1,5 +1,6 @@
-"""site.yml end to end on a fresh lab: check mode first; a run that fails midway and the reset that gives back the fresh
-lab; then the converge (site.yml after a reset), a second run that changes nothing, drift repaired."""
+"""site.yml end to end on a fresh lab: check mode first; a run that fails midway, the reset that gives back the fresh
+lab and the same run again, which changes it as the first did; then the converge, a second run that changes nothing,
+drift repaired."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ def test_site_check_diff_on_fresh_lab(lab_cluster) -> None:
 
 
 def test_site_failed_midway_then_reset_gives_back_the_fresh_lab(lab_cluster) -> None:
-    """Half a site.yml, then reset.yml: every node and the switch as on the fresh lab (tests/lab_state.py). The
-    converge below is then site.yml after a reset; tests/test_lab_5_reset.py resets the fully used lab at the end."""
+    """Half a site.yml, then reset.yml: every node and the switch as on the fresh lab (tests/lab_state.py); the same
+    half run again leaves the lab as the first did, and the converge below goes on from there.
+    tests/test_lab_5_reset.py resets the fully used lab at the end."""
     failed = playbook("playbooks/site.yml", *MIDWAY)
     assert failed.returncode != 0, tail(failed)
     assert "train_venv_requirements_file (/nonexistent/requirements.txt)" in " ".join(failed.stdout.split())
@@ -46,6 +48,10 @@ def test_site_failed_midway_then_reset_gives_back_the_fresh_lab(lab_cluster) -> 
     lab_state.assert_same(
         lab_cluster["fresh"], lab_state.snapshot(lab_cluster["hosts"]), "after reset.yml of a half-applied lab"
     )
+    # The way forward again: the same half run after the reset changes the lab exactly as the first one did.
+    again = playbook("playbooks/site.yml", *MIDWAY)
+    assert again.returncode != 0, tail(again)
+    lab_state.assert_same(half, lab_state.snapshot(lab_cluster["hosts"]), "the same half run after reset.yml")
 
 
 def test_site_converges(lab_cluster) -> None:
