@@ -280,21 +280,7 @@ def plan(running_text: str, intent_text: str, marking_policy: str, queuing_polic
             if stale.fullmatch(have.line) and have.line not in intent_lines:
                 commands.append((0, f"no {have.line}"))
                 before_nodes.append(have)
-    before_text = "\n".join(render(before_nodes)) + "\n"
-    after_text = "\n".join(render(after_nodes)) + "\n"
-    unified = "".join(
-        difflib.unified_diff(
-            before_text.splitlines(True), after_text.splitlines(True), "running-config", "intended", n=3
-        )
-    )
-    return {
-        "commands": [line for _, line in commands],
-        # The same, indented under their parents: what a reviewer reads in the commands file.
-        "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
-        "before": before_text,
-        "after": after_text,
-        "unified_diff": unified,
-    }
+    return _plan_result(commands, before_nodes, after_nodes, "intended")
 
 
 # ----------------------------------------------------------------------------------------- reset
@@ -399,20 +385,7 @@ def plan_restore(
     # Deletes: policy-maps before the class-maps they use; the global lines last.
     deletes.sort(key=lambda c: 0 if c[1].startswith("no policy-map ") else 1)
     commands += deletes + globals_gone
-    before_text = "\n".join(render(before_nodes)) + "\n"
-    after_text = "\n".join(render(after_nodes)) + "\n"
-    unified = "".join(
-        difflib.unified_diff(
-            before_text.splitlines(True), after_text.splitlines(True), "running-config", "before the first apply", n=3
-        )
-    )
-    return {
-        "commands": [line for _, line in commands],
-        "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
-        "before": before_text,
-        "after": after_text,
-        "unified_diff": unified,
-    }
+    return _plan_result(commands, before_nodes, after_nodes, "before the first apply")
 
 
 def _restore_owner(block_key: str, intent_block: Node | None, baseline_keys: set[str]):
@@ -429,3 +402,20 @@ def _restore_owner(block_key: str, intent_block: Node | None, baseline_keys: set
         return key(line) in OWNED_INTERFACE_KEYS
 
     return owned
+
+
+def _plan_result(commands: list[tuple[int, str]], before_nodes: list, after_nodes: list, after_label: str) -> dict:
+    """A plan as the switch action reads it: the commands (flat, and indented under their parents: what a reviewer
+    reads in the commands file) and the managed lines before and after, with their unified diff."""
+    before_text = "\n".join(render(before_nodes)) + "\n"
+    after_text = "\n".join(render(after_nodes)) + "\n"
+    unified = "".join(
+        difflib.unified_diff(before_text.splitlines(True), after_text.splitlines(True), "running-config", after_label)
+    )
+    return {
+        "commands": [line for _, line in commands],
+        "config": "".join(f"{'  ' * depth}{line}\n" for depth, line in commands),
+        "before": before_text,
+        "after": after_text,
+        "unified_diff": unified,
+    }
