@@ -10,7 +10,10 @@ is recorded the first time only (a path, a unit, a link, an undo key ...): later
 host was before the project came. What a record holds:
 
 - `paths`: files and directories the concern writes. A file that existed is copied (content, mode, owner); one that
-  did not is removed on reset, with the directories the write had to create (removed only when empty).
+  did not is removed on reset, with the directories the write had to create (removed only when empty). A
+  directory one concern created that still holds files other concerns recorded (a half site.yml made
+  /etc/ansible/facts.d for the host QoS fact; the whole run then put rdma.fact there) passes to their records:
+  the last of their resets removes it.
 - `trees`: directories the concern fills entirely (the venv, the wheelhouse): removed with their content when the
   project created them; left alone (and said so) when they were there before.
 - `services`: systemd units' load, enablement and activity (a unit the project added is stopped and disabled
@@ -445,6 +448,11 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     diff: list[dict] = field(default_factory=list)
     kept_dirs: set[str] = field(default_factory=set)
+    # A directory this concern created and must keep for another concern's files, with the concerns that recorded
+    # them: their records take it over (restore), so the last of their resets removes it.
+    handed: dict[str, set[str]] = field(default_factory=dict)
+    others: dict[str, dict] | None = None
+    own: set[str] = field(default_factory=set)  # the concern's own paths (still there in check mode)
 
     def do(self, host: Host, line: str, action: Callable[[], None] | None = None) -> bool:
         """Say the change, and make it unless in check mode; a failure is an error, not an exception."""
@@ -508,6 +516,48 @@ def _write_back(target: str, source: str, mode: int, uid: int, gid: int) -> None
         os.chown(target, uid, gid)
 
 
+def _keep_created_dir(host: Host, concern: str, path: str, names: list[str], out: Outcome) -> None:
+    """A directory the concern created is not empty: what it holds that other concerns recorded (a later role's
+    local fact in facts.d) hands the directory over to them; what no record names is the user's, and said."""
+    if out.others is None:
+        out.others = {c: m for c in concerns(host) if c != concern for m in [load(host, c)] if m is not None}
+    owners: set[str] = set()
+    inherited: set[str] = set()  # through a directory inside, handed over already (said once, there)
+    foreign = []
+    for name in names:
+        child = f"{path}/{name}"
+        if child in out.own and host.check_mode:
+            continue
+        if child in out.handed:
+            inherited |= out.handed[child]
+            continue
+        named = {c for c, m in out.others.items() if any(e["path"] == child for e in m["paths"])}
+        if named:
+            owners |= named
+        elif child not in out.kept_dirs:  # a directory kept for its own foreign files was said already
+            foreign.append(name)
+    out.kept_dirs.add(path)
+    if foreign:
+        out.notes.append(f"{path} kept: it holds files the project did not record ({', '.join(foreign)})")
+    if owners | inherited:
+        out.handed[path] = owners | inherited
+    if owners:
+        out.notes.append(f"{path} kept for {', '.join(sorted(owners))}: their reset removes it")
+
+
+def _hand_over(host: Host, out: Outcome) -> None:
+    """Each handed directory joins the records of the concerns whose files it holds, as created by the project,
+    outer directories first (a restore walks its paths backwards: files, then the directories holding them)."""
+    if host.check_mode or not out.handed:
+        return
+    for other, manifest in (out.others or {}).items():
+        known = {e["path"] for e in manifest["paths"]}
+        mine = [p for p in sorted(out.handed, key=len) if other in out.handed[p] and p not in known]
+        if mine:
+            manifest["paths"][:0] = [{"path": p, "kind": "dir", "existed": False} for p in mine]
+            save(host, manifest)
+
+
 def _restore_path(host: Host, concern: str, entry: dict, out: Outcome) -> bool:
     """One path back to what it was; returns whether it changed."""
     path, real = entry["path"], host.path(entry["path"])
@@ -518,11 +568,9 @@ def _restore_path(host: Host, concern: str, entry: dict, out: Outcome) -> bool:
         if stat.S_ISDIR(st.st_mode):
             if entry["kind"] == "tree":
                 return out.do(host, f"remove {path} (created by the project)", lambda: shutil.rmtree(real))
-            foreign = sorted(n for n in os.listdir(real) if f"{path}/{n}" not in out.kept_dirs)
-            if os.listdir(real):
-                out.kept_dirs.add(path)
-                if foreign:  # a directory kept only because it holds one kept above needs no second note
-                    out.notes.append(f"{path} kept: it holds files the project did not record ({', '.join(foreign)})")
+            names = sorted(os.listdir(real))
+            if names:
+                _keep_created_dir(host, concern, path, names, out)
                 return False
             return out.do(host, f"remove the empty directory {path} (created by the project)", lambda: os.rmdir(real))
         before = _text(real) if stat.S_ISREG(st.st_mode) else None
@@ -674,7 +722,7 @@ def restore(
     unknown = wanted - set(PARTS)
     if unknown:
         raise ResetError(f"unknown restore parts {sorted(unknown)} (known: {', '.join(PARTS)})")
-    out = Outcome()
+    out = Outcome(own={e["path"] for e in manifest.get("paths", [])})
     services = manifest.get("services", {})
     now_units = {unit: unit_state(host, unit) for unit in services} if "services" in wanted else {}
     # 1. Units the project added, started or enabled go down before their files go.
@@ -756,6 +804,8 @@ def restore(
             if again is None or {k: again[k] for k in ("mtu", "addresses", "routes")} != before:
                 out.errors.append(f"{ifname} is {again}, not as before the first run: {before}")
     forgotten = False
+    if not out.errors:
+        _hand_over(host, out)
     if not out.errors and not keep:
         out.changes += forget(host, concern)
         forgotten = True

@@ -141,14 +141,16 @@ values:
   returned: always
 """
 
+import dataclasses
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_record as rr
 
 
 def main() -> None:
-    lists = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "packages", "package_groups")
-    lists += ("parts",)
-    spec = {name: {"type": "list", "elements": "str", "default": []} for name in lists}
+    # What to record is rr.Spec's fields, named once there: lists of names, but for undo and values.
+    recorded = [f.name for f in dataclasses.fields(rr.Spec)]
+    spec = {name: {"type": "list", "elements": "str", "default": []} for name in [*recorded, "parts"]}
     spec.update(
         concern={"type": "str", "required": True},
         state={"type": "str", "choices": ["recorded", "restored"], "default": "recorded"},
@@ -171,9 +173,7 @@ def main() -> None:
     host = rr.Host(root=p["root"], run=run, check_mode=module.check_mode)
     try:
         if p["state"] == "recorded":
-            fields = ("paths", "trees", "services", "nft_tables", "groups", "links", "modules", "undo", "packages")
-            fields += ("package_groups",)
-            done = rr.record(host, p["concern"], rr.Spec(values=p["values"], **{f: p[f] for f in fields}))
+            done = rr.record(host, p["concern"], rr.Spec(**{name: p[name] for name in recorded}))
             module.exit_json(changed=done["changed"], lines=done["lines"], concern=p["concern"])
         result = rr.restore(host, p["concern"], p["parts"] or None, p["remove_packages"], p["keep"])
     except rr.ResetError as exc:
