@@ -181,6 +181,12 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
     health_skips_honestly(by, lab3)
+    # Fleet consistency: one image and one lock, so one stack; each host passes it and the majority is kept (the
+    # node check's baseline once this verdict passes).
+    stack = by["node_health"]["stack"]
+    assert {"kernel", "os", "torch", "venv pins"} <= set(stack), stack
+    consistent = {c["host"] for c in by["node_health"]["checks"] if c["check"] == "stack consistency"}
+    assert consistent == set(lab3) and set(by["node_health"]["stacks"]) == set(lab3), by["node_health"]["checks"]
     # Every pair measured over TCP; veth has no line rate, so no absolute threshold, and none invented: the rung
     # says so. No pair is flagged by the consistency check (the lab's fraction of the best pair, group_vars:
     # healthy pairs have measured down to 0.37 of the best under load, a throttled host at most 0.013).

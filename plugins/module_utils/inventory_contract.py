@@ -324,6 +324,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("node_health_gpus", NODES, integer(0)),
     Var("node_health_line_rate_gbps", NODES, integer(0)),
     Var("node_health_thresholds", NODES, mapping()),
+    Var("node_health_venv", NODES, ABS_PATH),
     Var("node_health_baseline", NODES, boolean()),
     Var("node_health_command", NODES, ABS_PATH),
     Var("node_health_config_file", NODES, ABS_PATH),

@@ -2,7 +2,7 @@
 """rdma-node-check: one node's health, the rules the validation ladder and a scheduler's health check share.
 
   rdma-node-check --config /etc/rdma-llm/node-check.json [--root /] [--state-dir /var/lib/rdma-llm]
-                  [--only fabric,gpu,counters,flaps] [--dcgm-level 0-3] [--brief]
+                  [--only fabric,gpu,counters,flaps,stack] [--dcgm-level 0-3] [--brief]
 
 Prints one JSON object (schema rdma-llm-cluster/node-check/1; --brief: one line `<status>: <reason>`) and exits
 0 pass, 1 warn, 2 fail, 3 when it could not check (bad config or usage). The reason is one line a scheduler can
@@ -44,7 +44,7 @@ STATE_FILE = "node-check-state.json"
 STATUSES = ("pass", "warn", "fail", "skip")
 EXIT = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 EXIT_ERROR = 3  # the check could not run (Nagios' UNKNOWN): never read as "fail" by a scheduler
-GROUPS = ("fabric", "gpu", "counters", "flaps")
+GROUPS = ("fabric", "gpu", "counters", "flaps", "stack")
 REASON_MAX = 240
 NO_GPU = "no GPU"
 
@@ -96,8 +96,20 @@ DEFAULTS = {
     "flap_window_s": 86400,
     "flap_max": 5,
     "outage_max_s": 30,
+    # The software stack (kernel, OS, NIC driver and firmware, rdma-core, GPU driver, CUDA, VBIOS, the venv's torch
+    # and NCCL and its pins) against the one the fleet passed the ladder with (the baseline's `stack`): one node
+    # with another version is the classic slow ring or hang (field-references: Imbue cluster-health's config.json,
+    # GCM's manifest and vbios_mismatch). `warn` by default: after a fleet-wide upgrade every node differs from the
+    # old baseline until the ladder passes again; the ladder itself fails an odd node (cluster_validate_stack_mismatch).
+    "stack_mismatch": "warn",
 }
-CHOICES = {"sw_power_cap": ("report", "warn"), "persistence_mode": ("warn", "report")}
+CHOICES = {
+    "sw_power_cap": ("report", "warn"),
+    "persistence_mode": ("warn", "report"),
+    "stack_mismatch": ("warn", "fail", "report"),
+}
+# What the venv's site-packages says of the training stack (distribution names as pip normalises them).
+VENV_DISTS = ("torch", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deepspeed", "transformers")
 
 
 class ConfigError(ValueError):
@@ -143,6 +155,7 @@ def resolve(config: dict) -> dict:
         "line_rate_gbps": float(config.get("line_rate_gbps") or 0),
         "thresholds": thresholds,
         "baseline": config.get("baseline") or {},
+        "venv": str(config.get("venv") or ""),
     }
 
 
@@ -557,6 +570,7 @@ def parse_nvidia_smi(text):
                     else None,
                 },
                 "ecc_mode": (gpu.findtext("ecc_mode/current_ecc") or "").strip() or None,
+                "vbios": (gpu.findtext("vbios_version") or "").strip() or None,
                 "ecc": {
                     "volatile": _ecc_block(gpu.find("ecc_errors/volatile")),
                     "aggregate": _ecc_block(gpu.find("ecc_errors/aggregate")),
@@ -565,7 +579,11 @@ def parse_nvidia_smi(text):
                 "retired": retired_info,
             }
         )
-    return {"driver": (root.findtext("driver_version") or "").strip() or None, "gpus": gpus}
+    return {
+        "driver": (root.findtext("driver_version") or "").strip() or None,
+        "cuda": (root.findtext("cuda_version") or "").strip() or None,
+        "gpus": gpus,
+    }
 
 
 def parse_nvlink_status(text):
@@ -701,6 +719,74 @@ def outages(events, now):
     return out
 
 
+def parse_ethtool_info(text):
+    """`ethtool -i <if>` -> {"driver", "version", "firmware"} (None where not reported; a veth has no firmware)."""
+    fields = {}
+    for line in str(text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return {k: fields.get(f) or None for k, f in (("driver", "driver"), ("version", "version"),
+                                                   ("firmware", "firmware-version"))}  # fmt: skip
+
+
+def parse_os_release(text):
+    """/etc/os-release -> PRETTY_NAME (else NAME VERSION_ID), or None."""
+    fields = {}
+    for line in str(text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip('"').strip("'")
+    return fields.get("PRETTY_NAME") or " ".join(v for v in (fields.get("NAME"), fields.get("VERSION_ID")) if v) or None
+
+
+def venv_stack(venv: Path) -> dict:
+    """The venv's training stack from its site-packages' dist-info names (no import: seconds saved per node) and
+    train_venv's stamp of its requirements and pins (`.pins.sha256`). {} when there is no venv."""
+    out = {}
+    for site in sorted(venv.glob("lib/python3*/site-packages")):
+        for info in sorted(site.glob("*.dist-info")):
+            name, _, version = info.name[: -len(".dist-info")].rpartition("-")
+            name = re.sub(r"[-_.]+", "-", name).lower()
+            if name in VENV_DISTS:
+                out[name] = version
+    pins = read(venv / ".pins.sha256")
+    if pins:
+        out["venv pins"] = pins.split()[0][:12]
+    return out
+
+
+def _driver_link(path: Path) -> str | None:
+    return os.path.basename(os.readlink(path)) if path.is_symlink() else None
+
+
+def stack(config: dict, root: Path, tools: Tools, smi: dict | None, rdma: list[dict]) -> dict:
+    """The node's software stack, one value per key (the ladder compares the keys across the fleet): kernel, OS,
+    the fabric NICs' driver and firmware (`ethtool -i`; the driver from sysfs without ethtool) and the RDMA
+    devices' firmware (every distinct value, so a node with two firmwares shows both), rdma-core's package, GPU
+    driver, CUDA and VBIOS from nvidia-smi's XML, the venv's torch, NCCL and pins. Keys nothing answered for are
+    left out."""
+    out = {"kernel": read(root / "proc/sys/kernel/osrelease"), "os": parse_os_release(read(root / "etc/os-release"))}
+    nics = []
+    for i in config["interfaces"]:
+        netdev = root / "sys/class/net" / i["name"]
+        res = tools.run(["ethtool", "-i", i["name"]]) if netdev.exists() else None
+        info = parse_ethtool_info(res["out"]) if res and res["rc"] == 0 else {}
+        nics.append({**info, "driver": info.get("driver") or _driver_link(netdev / "device" / "driver")})
+    for key, field in (("nic driver", "driver"), ("nic driver version", "version"), ("nic firmware", "firmware")):
+        out[key] = ", ".join(sorted({n[field] for n in nics if n.get(field)}))
+    out["rdma firmware"] = ", ".join(sorted({d["fw_ver"] for d in rdma if d.get("fw_ver")}))
+    res = tools.run(["dpkg-query", "-W", "-f", "${Version}", "rdma-core"])
+    out["rdma-core"] = (res["out"].strip() or None) if res and res["rc"] == 0 else None
+    info = parse_nvidia_smi(smi["out"]) if smi and smi.get("rc") == 0 else None
+    if info:
+        out["gpu driver"], out["cuda"] = info["driver"], info["cuda"]
+        out["vbios"] = ", ".join(sorted({g["vbios"] for g in info["gpus"] if g.get("vbios")})) or None
+    if config.get("venv"):
+        out.update(venv_stack(root / config["venv"].lstrip("/")))
+    return {k: v for k, v in out.items() if v}
+
+
 # --------------------------------------------------------------------------------------------- collect
 
 
@@ -738,6 +824,9 @@ def collect(config: dict, root="/", tools: Tools | None = None, now: float | Non
             since = max(since, facts["boot_time"])
         facts["log_since"] = since
         facts["log"] = read_kernel_log(tools, since)
+    if "stack" in groups:
+        smi = facts.get("nvidia_smi") if "gpu" in groups else tools.run(["nvidia-smi", "-q", "-x"])
+        facts["stack"] = stack(config, root, tools, smi, facts["rdma"])
     if "counters" in groups:
         facts["counters"] = port_counters(root)
         facts["ethtool"] = {
@@ -1329,6 +1418,27 @@ def flap_checks(j: Judge):
         j.add("link flaps", "pass", f"no link flap in {hours:g} h on {', '.join(sorted(names))}")
 
 
+def stack_checks(j: Judge):
+    """The node's stack against the fleet's when it passed the ladder (baseline `stack`): each key that differs is
+    one check at thresholds.stack_mismatch; without a baseline, what the node runs is reported."""
+    now, base = j.facts.get("stack") or {}, (j.config.get("baseline") or {}).get("stack") or {}
+    if not now:
+        j.add("stack", "skip", "no version readable (no /proc/sys/kernel/osrelease, /etc/os-release or tools)")
+        return
+    if not base:
+        shown = ", ".join(f"{k} {now[k]}" for k in ("kernel", "nic driver", "nic firmware", "gpu driver", "torch")
+                          if k in now)  # fmt: skip
+        j.add("stack", "pass", f"{len(now)} versions read ({shown}); no passing ladder to compare with yet")
+        return
+    status = "pass" if j.t["stack_mismatch"] == "report" else j.t["stack_mismatch"]
+    odd = [k for k in sorted(set(now) | set(base)) if now.get(k) != base.get(k)]
+    for key in odd:
+        j.add(f"stack {key}", status, f"{key} {now.get(key) or 'absent'}, the fleet passed the ladder with "
+              f"{base.get(key) or 'none'}", value=now.get(key), threshold=base.get(key))  # fmt: skip
+    if not odd:
+        j.add("stack", "pass", f"{len(now)} versions as the fleet passed the ladder with")
+
+
 # --------------------------------------------------------------------------------------------- run
 
 
@@ -1343,6 +1453,8 @@ def evaluate(facts: dict, config: dict, previous: dict | None = None) -> Judge:
         counter_checks(j, previous)
     if "flaps" in groups:
         flap_checks(j)
+    if "stack" in groups:
+        stack_checks(j)
     return j
 
 
@@ -1410,6 +1522,7 @@ def run(config: dict, root="/", state_dir=None, only=None, tools=None, now=None,
         "rail_speeds": rates,
         "speed": min((r for r in rates.values() if r is not None), default=None),
         "rdma": {"state": "present" if devices else "none", "devices": devices},
+        "stack": facts.get("stack") or {},
         "counters": {
             "ports": (j.reading or {}).get("ports") or {},
             "deltas": j.deltas,

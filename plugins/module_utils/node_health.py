@@ -32,11 +32,13 @@ def node_health_config(
     line_rate_gbps=0,
     thresholds=None,
     baseline=None,
+    venv="",
 ):
     """The config file (schema rdma-llm-cluster/node-check-config/1) from cluster_fabric_interfaces (name, the first
     IPv4 of `addresses`, mtu), the link layer, the expected RDMA devices, kernel modules, GPUs and line rate, the
     thresholds over the command's defaults (every one written out, so the file says what the node is held to),
-    and the baseline (node_health_baseline). RuleError when the command would refuse it."""
+    the baseline (node_health_baseline) and the training venv whose torch and NCCL the stack check reads.
+    RuleError when the command would refuse it."""
     config = {
         "schema": node_check.CONFIG_SCHEMA,
         "host": str(host or ""),
@@ -51,6 +53,7 @@ def node_health_config(
         "line_rate_gbps": float(line_rate_gbps or 0),
         "thresholds": dict(thresholds or {}),
         "baseline": dict(baseline or {}),
+        "venv": str(venv or ""),
     }
     try:
         resolved = node_check.resolve(config)
@@ -83,8 +86,9 @@ def node_health_baseline(verdict_dir, host):
 
     Takes: `rail_gbps` (node_health's rail_speeds: each link's line rate when the ladder passed; a link found below
     it has trained down), `gpus` (the GPUs node_health counted, when the inventory expects none: one lost fails),
-    `measured_gbps` (each rail's lowest pair-test rate: reported, the command runs no traffic), and where it came
-    from (`verdict`, `finished`)."""
+    `measured_gbps` (each rail's lowest pair-test rate: reported, the command runs no traffic), `stack` (the
+    versions most of the fleet ran: the command warns where this node now runs another), and where it came from
+    (`verdict`, `finished`)."""
     base = Path(str(verdict_dir))
     found = []
     for path in sorted(base.glob("*/verdict.json")) if base.is_dir() else []:
@@ -111,6 +115,8 @@ def node_health_baseline(verdict_dir, host):
     measured = _measured(verdict, host)
     if measured:
         out["measured_gbps"] = measured
+    if health.get("stack"):
+        out["stack"] = health["stack"]
     return out
 
 

@@ -6,7 +6,10 @@ Part of the ladder's rules (docs/design.md, "Where each shared rule lives"); uni
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_stack_nccl import parse_nccl_log
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.validate_pairing import (
     peer_host,
@@ -188,15 +191,54 @@ def _node_check_results(results, hosts, checks):
         yield host, res
 
 
-def evaluate_node_health(results, hosts):
+def fleet_stack(stacks):
+    """{key: value the most hosts run} over {host: {key: version}} (a host without the key counts as running
+    none); a key where two values tie for the most hosts has no majority and is left out."""
+    majority = {}
+    for key in sorted({k for s in stacks.values() for k in s}):
+        counts = Counter(s.get(key) for s in stacks.values()).most_common()
+        if len(counts) == 1 or counts[0][1] > counts[1][1]:
+            majority[key] = counts[0][0]
+    return majority
+
+
+def _stack_checks(stacks, status):
+    """Each host's stack against the fleet's majority (fleet_stack): one check per key a host differs on, at
+    `status` (cluster_validate_stack_mismatch), naming the majority; a tie names every host. One passing check per
+    host that runs what the others run. Fewer than two hosts: nothing to compare."""
+    if len(stacks) < 2:
+        return []
+    majority, checks = fleet_stack(stacks), []
+    keys = sorted({k for s in stacks.values() for k in s})
+    for host, mine in sorted(stacks.items()):
+        odd = []
+        for key in keys:
+            if key not in majority:
+                values = ", ".join(f"{h} {s.get(key) or 'none'}" for h, s in sorted(stacks.items()))
+                odd.append(_check(host, f"stack {key}", status, f"{key}: no majority ({values})", mine.get(key)))
+            elif mine.get(key) != majority[key]:
+                runs = sum(s.get(key) == majority[key] for s in stacks.values())
+                detail = f"{key} {mine.get(key) or 'none'}, {runs} of {len(stacks)} hosts run {majority[key] or 'none'}"
+                odd.append(_check(host, f"stack {key}", status, detail, mine.get(key), majority[key]))
+        checks += odd or [_check(host, "stack consistency", "pass", f"the fleet's {len(keys)} versions")]
+    return checks
+
+
+def evaluate_node_health(results, hosts, stack_mismatch="fail"):
     """Node health: each host's rdma-node-check result (module rdma_llm.cluster.node_check: the node's checks and
-    their verdicts, the same rules a scheduler's health check runs), gathered into the rung.
+    their verdicts, the same rules a scheduler's health check runs), gathered into the rung, and each host's
+    software stack against the fleet's majority (stack_mismatch: fail, warn or report an odd host).
 
     results: {host: node_check result | None (the module failed)}; hosts: the nodes of the rung. Each check gets
-    its host; a warning passes and is noted. Returns the rung with `speeds` (host -> its slowest link) and
-    `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand)."""
-    checks, notes, rates = [], [], {}
+    its host; a warning passes and is noted. Returns the rung with `speeds` (host -> its slowest link),
+    `rail_speeds` (host -> rail -> Gb/s: the interface, or `hca:port` on InfiniBand), `stacks` (host -> versions)
+    and `stack` (the fleet's majority: node_health's baseline once the ladder passes)."""
+    if stack_mismatch not in ("fail", "warn", "report"):
+        raise RuleError(f"cluster_validate_stack_mismatch must be fail, warn or report (got {stack_mismatch!r})")
+    checks, notes, rates, stacks = [], [], {}, {}
     for host, res in _node_check_results(results, hosts, checks):
+        if "stack" in (res.get("groups") or []):
+            stacks[host] = res.get("stack") or {}
         for c in res["checks"]:
             checks.append(_check(host, c["check"], c["status"], c["detail"], c.get("value"), c.get("threshold"),
                                  c.get("unit")))  # fmt: skip
@@ -204,6 +246,9 @@ def evaluate_node_health(results, hosts):
                 notes.append(f"{host}: warning: {c['detail']}")
         notes += [f"{host}: {n}" for n in res.get("notes") or []]
         rates[host] = res.get("rail_speeds") or {}
+    odd = _stack_checks(stacks, "pass" if stack_mismatch == "report" else stack_mismatch)
+    checks += odd
+    notes += [f"{c['host']}: warning: {c['detail']}" for c in odd if c["status"] == "warn"]
     good = [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
     skipped = sorted({c["detail"].split(": ", 1)[-1] for c in checks if c["status"] == "skip"})
     return _rung_from_checks(
@@ -216,6 +261,8 @@ def evaluate_node_health(results, hosts):
         notes=notes,
         speeds={h: slowest(v) for h, v in rates.items()},
         rail_speeds=rates,
+        stacks=stacks,
+        stack=fleet_stack(stacks),
     )
 
 

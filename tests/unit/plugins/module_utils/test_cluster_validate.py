@@ -18,6 +18,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_r
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_rungs as vr
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_units as units
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_verdict as ladder
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 from tests.conftest import ROOT, load_script
 
@@ -461,6 +462,46 @@ def test_node_health_rung_keeps_each_rail_speed_for_the_pair_tests() -> None:
     res = _node_result() | {"rail_speeds": {"rdma0": 25.0, "rdma1": 100.0}}
     rung = vr.evaluate_node_health({"n1": res}, ["n1"])
     assert rung["rail_speeds"] == {"n1": {"rdma0": 25.0, "rdma1": 100.0}} and rung["speeds"] == {"n1": 25.0}
+
+
+def _with_stack(res: dict, **versions) -> dict:
+    stack = {"kernel": "6.8.0-90-generic", "nic firmware": "28.39.1002", "torch": "2.9.1"} | versions
+    return res | {"groups": ["fabric", "stack"], "stack": {k: v for k, v in stack.items() if v}}
+
+
+def test_node_health_rung_names_the_node_whose_stack_differs_from_the_fleet() -> None:
+    results = {h: _with_stack(_node_result()) for h in ("n1", "n2", "n4")} | {
+        "n3": _with_stack(_node_result(), **{"nic firmware": "28.40.1000"})
+    }
+    rung = vr.evaluate_node_health(results, ["n1", "n2", "n3", "n4"])
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["n3"], rung["reason"]
+    assert "n3: nic firmware 28.40.1000, 3 of 4 hosts run 28.39.1002" in rung["reason"]
+    assert rung["stack"] == {"kernel": "6.8.0-90-generic", "nic firmware": "28.39.1002", "torch": "2.9.1"}
+    assert [c["check"] for c in rung["checks"] if c["host"] == "n1"][-1] == "stack consistency"
+    # warn passes the rung and says it; report only records the versions.
+    warned = vr.evaluate_node_health(results, ["n1", "n2", "n3", "n4"], stack_mismatch="warn")
+    assert warned["status"] == "pass" and warned["notes"] == [
+        "n3: warning: nic firmware 28.40.1000, 3 of 4 hosts run 28.39.1002"
+    ]
+    assert vr.evaluate_node_health(results, ["n1", "n2", "n3", "n4"], stack_mismatch="report")["status"] == "pass"
+    with pytest.raises(RuleError, match="cluster_validate_stack_mismatch must be fail, warn or report"):
+        vr.evaluate_node_health(results, ["n1"], stack_mismatch="maybe")
+
+
+def test_a_key_one_node_lacks_or_a_tie_names_the_nodes() -> None:
+    # A node without the venv's torch differs like a node with another one.
+    results = {"n1": _with_stack(_node_result()), "n2": _with_stack(_node_result()),
+               "n3": _with_stack(_node_result(), torch=None)}  # fmt: skip
+    rung = vr.evaluate_node_health(results, ["n1", "n2", "n3"])
+    assert rung["bad_hosts"] == ["n3"] and "n3: torch none, 2 of 3 hosts run 2.9.1" in rung["reason"]
+    # Two nodes, two kernels: no majority, both named.
+    two = {"n1": _with_stack(_node_result()), "n2": _with_stack(_node_result(), kernel="6.8.0-91-generic")}
+    rung = vr.evaluate_node_health(two, ["n1", "n2"])
+    assert rung["bad_hosts"] == ["n1", "n2"] and "kernel" not in rung["stack"]
+    assert "n1: kernel: no majority (n1 6.8.0-90-generic, n2 6.8.0-91-generic)" in rung["reason"]
+    # One node, or nodes whose check ran without the stack group: nothing compared.
+    assert vr.evaluate_node_health({"n1": _with_stack(_node_result())}, ["n1"])["status"] == "pass"
+    assert vr.evaluate_node_health({"n1": _node_result(), "n2": _node_result()}, ["n1", "n2"])["stack"] == {}
 
 
 def test_pairs_hold_each_rail_to_its_own_line_rate() -> None:

@@ -677,13 +677,13 @@ def test_command_on_a_lab_node_passes_with_every_skip_said(tmp_path: Path, capsy
     assert {c["check"]: c["status"] for c in out["checks"]} == {
         "fabric nic": "pass", "mtu": "pass", "nic speed": "skip", "rdma devices": "skip", "gpus": "skip",
         **{name: "skip" for name in nc.GPU_CHECKS}, "port counters": "skip", "pause counters": "skip",
-        "link flaps": "skip",
+        "link flaps": "skip", "stack": "skip",
     }  # fmt: skip
     skips = {c["check"]: c["detail"] for c in out["checks"] if c["status"] == "skip"}
     assert skips["gpus"] == "no GPU" and skips["port counters"] == "no RDMA port counters (no RDMA device)"
     assert skips["link flaps"] == "kernel log not readable (journalctl not installed; dmesg not installed)"
     assert nc.main([*args, "--brief"]) == 0
-    assert capsys.readouterr().out == "pass: 2 checks passed, 15 skipped\n"
+    assert capsys.readouterr().out == "pass: 2 checks passed, 16 skipped\n"
 
 
 def test_command_exit_codes(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -820,3 +820,78 @@ def test_tools_are_found_in_sbin_when_the_caller_gives_no_path(monkeypatch) -> N
     monkeypatch.setenv("PATH", "/opt/tools")
     assert nc.Tools().path == "/opt/tools" and nc.Tools("/x").path == "/x"
     assert nc.Tools("/nonexistent").run(["nvidia-smi"]) is None
+
+
+# ------------------------------------------------------------------------------------ the software stack
+
+
+def test_ethtool_info_and_os_release_parse_real_outputs() -> None:
+    mlx5 = nc.parse_ethtool_info(fixture("ethtool_i_mlx5_cx4lx.txt"))
+    assert mlx5 == {"driver": "mlx5_core", "version": "3.0-1 (January 2015)", "firmware": "14.23.1020"}
+    assert nc.parse_ethtool_info(fixture("ethtool_i_i40e.txt"))["firmware"] == "6.00 0x800036cb 1.1747.0"
+    assert nc.parse_ethtool_info("driver: veth\nversion: 1.0\nfirmware-version: \n")["firmware"] is None
+    # Debian 12's /etc/os-release (this machine's), and one with NAME and VERSION_ID only.
+    debian = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
+    assert nc.parse_os_release(debian) == "Debian GNU/Linux 12 (bookworm)"
+    assert nc.parse_os_release('NAME="Ubuntu"\nVERSION_ID="24.04"\n') == "Ubuntu 24.04"
+
+
+def stack_root(tmp_path: Path, firmware="14.23.1020", torch="2.9.1+cu128") -> tuple[Path, FakeTools]:
+    """A node with a ConnectX-4 Lx fabric NIC (ethtool -i recorded), an H200's nvidia-smi and a venv."""
+    root = tmp_path / "root"
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.8.0-90-generic\n")
+    (root / "etc").mkdir()
+    (root / "etc/os-release").write_text('PRETTY_NAME="Ubuntu 24.04.3 LTS"\n')
+    (root / "sys/class/net/rdma0").mkdir(parents=True)
+    site = root / "opt/venv/lib/python3.12/site-packages"
+    for name in (f"torch-{torch}", "nvidia_nccl_cu12-2.27.3", "numpy-2.3.1"):
+        (site / f"{name}.dist-info").mkdir(parents=True)
+    (root / "opt/venv/.pins.sha256").write_text("0123456789abcdef0123\n")
+    ethtool = fixture("ethtool_i_mlx5_cx4lx.txt").replace("14.23.1020", firmware)
+    tools = FakeTools(
+        {"ethtool -i": ethtool, "dpkg-query": "50.0-2ubuntu0.2", "nvidia-smi": fixture("nvidia_smi_h200.xml")}
+    )
+    return root, tools
+
+
+def test_the_stack_a_node_runs(tmp_path: Path) -> None:
+    root, tools = stack_root(tmp_path)
+    cfg = config(venv="/opt/venv")
+    facts = nc.collect(cfg, root, tools, NOW, groups=("stack",))
+    assert facts["stack"] == {
+        "kernel": "6.8.0-90-generic",
+        "os": "Ubuntu 24.04.3 LTS",
+        "nic driver": "mlx5_core",
+        "nic driver version": "3.0-1 (January 2015)",
+        "nic firmware": "14.23.1020",
+        "rdma-core": "50.0-2ubuntu0.2",
+        "gpu driver": "580.159.04",
+        "cuda": nc.parse_nvidia_smi(fixture("nvidia_smi_h200.xml"))["cuda"],
+        "vbios": nc.parse_nvidia_smi(fixture("nvidia_smi_h200.xml"))["gpus"][0]["vbios"],
+        "torch": "2.9.1+cu128",
+        "nvidia-nccl-cu12": "2.27.3",
+        "venv pins": "0123456789ab",
+    }
+    assert facts["stack"]["cuda"] and facts["stack"]["vbios"], "the H200 recording has both"
+    j = nc.evaluate(facts, cfg)
+    assert one(j, "stack")["status"] == "pass" and "no passing ladder to compare with yet" in one(j, "stack")["detail"]
+
+
+def test_a_node_whose_stack_moved_since_the_ladder_passed_warns(tmp_path: Path) -> None:
+    root, tools = stack_root(tmp_path)
+    fleet = nc.collect(config(venv="/opt/venv"), root, tools, NOW, groups=("stack",))["stack"]
+    root, tools = stack_root(tmp_path / "later", firmware="14.32.1010", torch="2.10.0+cu128")
+    cfg = config(venv="/opt/venv", baseline={"stack": fleet})
+    j = nc.evaluate(nc.collect(cfg, root, tools, NOW, groups=("stack",)), cfg)
+    assert {c["check"]: (c["status"], c["detail"]) for c in j.checks} == {
+        "stack nic firmware": ("warn", "nic firmware 14.32.1010, the fleet passed the ladder with 14.23.1020"),
+        "stack torch": ("warn", "torch 2.10.0+cu128, the fleet passed the ladder with 2.9.1+cu128"),
+    }
+    strict = config(venv="/opt/venv", baseline={"stack": fleet}, thresholds={"stack_mismatch": "fail"})
+    assert status(nc.evaluate(nc.collect(strict, root, tools, NOW, groups=("stack",)), strict)) == "fail"
+    same = config(venv="/opt/venv", baseline={"stack": fleet})
+    root, tools = stack_root(tmp_path / "same")
+    assert [c["check"] for c in nc.evaluate(nc.collect(same, root, tools, NOW, groups=("stack",)), same).checks] == [
+        "stack"
+    ]

@@ -59,6 +59,7 @@ def verdict(status="pass", finished="2025-11-17T08:00:00Z", speeds=None, gpus=8,
         "rungs": [
             {"name": "node_health", "status": "pass",
              "rail_speeds": {"n1": speeds or {"rdma0": 400.0, "rdma1": None}},
+             "stack": {"kernel": "6.8.0-90-generic", "nic firmware": "28.39.1002"},
              "checks": [{"host": "n1", "check": "gpus", "status": "pass", "value": gpus}]},
             {"name": "rdma_bw", "status": "pass",
              "pairs": [{"pair": ["n1", "n2"], "rail": "rdma0", "gbps": 371.2},
@@ -85,6 +86,7 @@ def test_baseline_from_the_newest_passing_verdict(tmp_path: Path) -> None:
         "rail_gbps": {"rdma0": 400.0},  # a rail of unknown rate holds nothing
         "gpus": 8,
         "measured_gbps": {"rdma0": 371.2, "rdma1": 362.0},
+        "stack": {"kernel": "6.8.0-90-generic", "nic firmware": "28.39.1002"},
     }
     # A node the passing verdict did not validate has no baseline.
     assert node_health_baseline(tmp_path, "n9") == {}
