@@ -102,12 +102,21 @@ DEFAULTS = {
     # GCM's manifest and vbios_mismatch). `warn` by default: after a fleet-wide upgrade every node differs from the
     # old baseline until the ladder passes again; the ladder itself fails an odd node (cluster_validate_stack_mismatch).
     "stack_mismatch": "warn",
+    # GPU <-> fabric NIC distance, in nvidia-smi topo -m's levels (PIX, PXB, PHB, NODE, SYS): NCCL turns GPUDirect
+    # RDMA off beyond PXB by default (src/graph/paths.cc ncclTopoCheckGdr: netGdrLevel = PATH_PXB), so each GPU's
+    # nearest fabric NIC further than `gpu_nic_warn_above` warns; across NUMA nodes (over `gpu_nic_fail_above`) fails.
+    "gpu_nic_warn_above": "PXB",
+    "gpu_nic_fail_above": "NODE",
 }
 CHOICES = {
     "sw_power_cap": ("report", "warn"),
     "persistence_mode": ("warn", "report"),
     "stack_mismatch": ("warn", "fail", "report"),
+    "gpu_nic_warn_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
+    "gpu_nic_fail_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
 }
+# nvidia-smi topo -m's distances, nearest first (NVML's common-ancestor levels).
+PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # What the venv's site-packages says of the training stack (distribution names as pip normalises them).
 VENV_DISTS = ("torch", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deepspeed", "transformers")
 
@@ -335,9 +344,58 @@ def gpus_proc(root: Path) -> dict:
     """GPUs the NVIDIA driver registered (/proc/driver/nvidia/gpus/<pci>): the count when nvidia-smi is absent."""
     base = root / "proc/driver/nvidia"
     listed = base / "gpus"
-    count = len(list(listed.iterdir())) if listed.is_dir() else 0
+    pci = sorted(p.name for p in listed.iterdir()) if listed.is_dir() else []
     version = read(base / "version")
-    return {"count": count, "driver": version.splitlines()[0] if version else None}
+    return {"count": len(pci), "pci": pci, "driver": version.splitlines()[0] if version else None}
+
+
+def pci_bdf(text: str) -> str:
+    """nvidia-smi's `00000000:18:00.0` -> sysfs's `0000:18:00.0`."""
+    text = str(text).strip().lower()
+    domain, _, rest = text.partition(":")
+    if rest.count(":") != 1 or not re.fullmatch(r"[0-9a-f]+", domain):
+        return text
+    return f"{int(domain, 16):04x}:{rest}"
+
+
+def pci_place(root: Path, device: Path) -> dict | None:
+    """Where a PCI device sits: the chain from its host bridge (`pci0000:17`) down to it, as sysfs links it
+    (/sys/bus/pci/devices/<bdf> and /sys/class/net/<if>/device are links into /sys/devices), and its NUMA node."""
+    if not device.exists():
+        return None
+    real = Path(os.path.realpath(device))
+    try:
+        parts = real.relative_to(Path(os.path.realpath(root)) / "sys/devices").parts
+    except ValueError:
+        return None
+    if not parts or not parts[0].startswith("pci"):
+        return None  # a virtual device (veth, a bridge): no PCI place
+    numa = read(real / "numa_node")
+    return {"path": list(parts), "numa": int(numa) if numa and numa.lstrip("-").isdigit() else None}
+
+
+def pci_distance(a: dict, b: dict) -> str:
+    """nvidia-smi topo -m's level between two PCI places: PIX (one PCIe switch between them: below the switch's
+    ports only), PXB (more than one switch, no host bridge), PHB (through their host bridge), NODE (another host
+    bridge of the same NUMA node), SYS (across NUMA nodes)."""
+    pa, pb = a["path"], b["path"]
+    if pa[0] != pb[0]:
+        return "NODE" if a["numa"] == b["numa"] else "SYS"
+    common = 0
+    while common < min(len(pa), len(pb)) and pa[common] == pb[common]:
+        common += 1
+    if common <= 1:
+        return "PHB"
+    # A switch is its upstream port and a downstream port per device below it: two links each side at most.
+    return "PIX" if max(len(pa), len(pb)) - common <= 2 else "PXB"
+
+
+def pci_places(root: Path, gpus: list[str], ifnames: list[str]) -> dict:
+    """Each GPU's (by PCI address) and each fabric interface's PCI place (None: not a PCI device here)."""
+    return {
+        "gpus": {bdf: pci_place(root, root / "sys/bus/pci/devices" / bdf) for bdf in gpus},
+        "nics": {n: pci_place(root, root / "sys/class/net" / n / "device") for n in ifnames},
+    }
 
 
 # Where NCCL (and UCX) look for a GPU peer-memory client, the kernel side of GPUDirect RDMA: nvidia_peermem,
@@ -811,8 +869,12 @@ def collect(config: dict, root="/", tools: Tools | None = None, now: float | Non
         facts["gpus_proc"] = gpus_proc(root)
         facts["peermem"] = peermem(root)
         facts["nvidia_smi"] = tools.run(["nvidia-smi", "-q", "-x"])
+        gpus = list(facts["gpus_proc"]["pci"])
         if facts["nvidia_smi"] is not None and facts["nvidia_smi"]["rc"] == 0:
             facts["nvlink"] = tools.run(["nvidia-smi", "nvlink", "-s"])
+            smi = parse_nvidia_smi(facts["nvidia_smi"]["out"]) or {"gpus": []}
+            gpus = sorted({*gpus, *(pci_bdf(g["pci"]) for g in smi["gpus"] if g["pci"])})
+        facts["pci"] = pci_places(root, gpus, ifnames)
         level = t["dcgm_level"]
         if level and (facts["gpus_proc"]["count"] or (facts["nvidia_smi"] or {}).get("rc") == 0):
             limit = t["dcgm_timeout_s"].get(str(level), 2700)
@@ -1117,7 +1179,7 @@ def _per_gpu(j: Judge, name, gpus, judge, what):
 
 
 GPU_CHECKS = ("gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
-              "gpu persistence", "nvlink", "dcgm diag")  # fmt: skip
+              "gpu persistence", "nvlink", "gpu nic affinity", "dcgm diag")  # fmt: skip
 
 
 def gpu_checks(j: Judge):
@@ -1149,11 +1211,37 @@ def gpu_checks(j: Judge):
         return
     _xid_check(j, smi["gpus"] if smi else [])
     if smi is None:
-        for name in GPU_CHECKS[1:-1]:
+        for name in GPU_CHECKS[1:-2]:
             j.add(name, "skip", why)
     else:
         _gpu_smi_checks(j, smi["gpus"])
+    _affinity_check(j)
     _dcgm_check(j)
+
+
+def _affinity_check(j: Judge):
+    """Each GPU against its nearest fabric NIC (what NCCL picks): within gpu_nic_warn_above passes (GPUDirect RDMA
+    at NCCL's default), beyond it warns, beyond gpu_nic_fail_above (another NUMA node by default) fails."""
+    places = j.facts.get("pci") or {}
+    gpus = {bdf: p for bdf, p in (places.get("gpus") or {}).items() if p}
+    nics = {n: p for n, p in (places.get("nics") or {}).items() if p}
+    if not gpus or not nics:
+        why = "no GPU found in sysfs" if not gpus else "no fabric NIC on PCI (a virtual interface has no PCI place)"
+        j.add("gpu nic affinity", "skip", why)
+        return
+    warn, fail = PCI_LEVELS.index(j.t["gpu_nic_warn_above"]), PCI_LEVELS.index(j.t["gpu_nic_fail_above"])
+    for index, (bdf, place) in enumerate(sorted(gpus.items())):
+        level, nic = min((PCI_LEVELS.index(pci_distance(place, p)), n) for n, p in sorted(nics.items()))
+        detail = f"GPU {index} ({bdf}): nearest fabric NIC {nic} at {PCI_LEVELS[level]}"
+        if level > fail:
+            status, detail = "fail", f"{detail}, beyond {j.t['gpu_nic_fail_above']}: give each GPU a NIC on its side"
+        elif level > warn:
+            status = "warn"
+            detail += f", beyond {j.t['gpu_nic_warn_above']}: NCCL's default NCCL_NET_GDR_LEVEL (PXB) leaves GPUDirect"
+            detail += " RDMA off, its traffic goes through host memory"
+        else:
+            status = "pass"
+        j.add("gpu nic affinity", status, detail, value=PCI_LEVELS[level])
 
 
 def _xid_check(j: Judge, gpus):
