@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import parse_scontrol_node
 
 from lab import cluster, podman
 from tests.conftest import playbook, tail
@@ -263,3 +264,50 @@ def test_preflight_names_every_problem_before_anything_starts(lab_cluster, corpu
     for host in hosts:
         state = ssh(host, "systemctl", "show", "-p", "LoadState", "--value", f"train-{run_id}").stdout.strip()
         assert state == "not-found", f"{host}: a unit was started ({state})"
+
+
+def slurm_node(name: str) -> dict:
+    """The node as slurmctld sees it (on lab-node1, the controller): {"state", "reason"}."""
+    shown = ssh("lab-node1", "scontrol", "show", "node", "-o", name)
+    assert shown.returncode == 0, shown.stderr
+    return parse_scontrol_node(shown.stdout)
+
+
+def wait_node(name: str, drained: bool, within: float = 100) -> dict:
+    deadline = time.monotonic() + within
+    while True:
+        node = slurm_node(name)
+        if ("DRAIN" in (node["state"] or "")) == drained or time.monotonic() > deadline:
+            return node
+        time.sleep(3)
+
+
+def test_slurm_drains_a_failing_node_with_the_reason_and_returns_it(lab_cluster) -> None:
+    """slurmd runs node_health's wrapper of rdma-node-check every 30 s (the lab inventory): lab-node2's fabric MTU
+    set wrong drains it with the failing check as the reason, with no Ansible run; set right, the next check
+    resumes it. A node an operator drained keeps its reason: the check only resumes its own drains."""
+    victim = lab_cluster["hosts"][1]
+    assert "DRAIN" not in (slurm_node(victim)["state"] or ""), slurm_node(victim)
+    t0 = time.monotonic()
+    assert ssh(victim, "ip", "link", "set", "rdma0", "mtu", "1500").returncode == 0
+    try:
+        node = wait_node(victim, drained=True)
+        print(f"{victim} drained {time.monotonic() - t0:.0f} s after its MTU went wrong: {node}")
+        assert "DRAIN" in (node["state"] or ""), node
+        assert node["reason"].startswith("rdma-node-check: ") and "MTU 1500" in node["reason"], node
+    finally:
+        assert ssh(victim, "ip", "link", "set", "rdma0", "mtu", str(cluster.FABRIC_MTU)).returncode == 0
+    t1 = time.monotonic()
+    node = wait_node(victim, drained=False)
+    print(f"{victim} resumed {time.monotonic() - t1:.0f} s after its MTU was put back: {node}")
+    assert "DRAIN" not in (node["state"] or ""), node
+    # An operator's drain: the wrapper (run here at once rather than waiting for slurmd) passes and leaves it.
+    update = ["scontrol", "update", f"NodeName={victim}", "State=DRAIN", "Reason=maintenance by hand"]
+    assert ssh("lab-node1", *update).returncode == 0
+    try:
+        checked = ssh(victim, "/usr/local/sbin/rdma-node-health-slurm")
+        assert checked.returncode in (0, 1), checked.stdout + checked.stderr
+        assert f"slurm: {victim} left as it is" in checked.stderr, checked.stderr
+        assert slurm_node(victim)["reason"] == "maintenance by hand", slurm_node(victim)
+    finally:
+        ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")

@@ -34,6 +34,7 @@ def inventory(tmp_path: Path) -> Path:
         "cluster_fabric_interfaces": [{"name": "lo", "addresses": ["10.99.0.2/24"], "mtu": 9000}],
         "cluster_rdma_devices": ["mlx5_0"],
         "node_health_command": str(tmp_path / "sbin" / "rdma-node-check"),
+        "node_health_slurm_command": str(tmp_path / "sbin" / "rdma-node-health-slurm"),
         "node_health_config_file": str(tmp_path / "etc" / "node-check.json"),
         "node_health_state_dir": str(tmp_path / "state"),
         "node_health_verdict_dir": str(tmp_path / "validate"),
@@ -87,6 +88,12 @@ def test_role_installs_the_command_and_its_config_and_the_command_runs_alone(tmp
     # The installed command is module_utils/node_check.py, byte for byte (read by module name).
     assert command.read_text() == (ROOT / "plugins/module_utils/node_check.py").read_text()
     assert os.access(command, os.X_OK)
+    # Slurm's HealthCheckProgram (no arguments): the command with this node's config and state, as Slurm's check.
+    wrapper = tmp_path / "sbin" / "rdma-node-health-slurm"
+    config_file, state_dir = tmp_path / "etc" / "node-check.json", tmp_path / "state"
+    assert os.access(wrapper, os.X_OK) and wrapper.read_text().splitlines()[-1] == (
+        f"exec {command} --config {config_file} --state-dir {state_dir} --brief --slurm"
+    )
     # The config: the inventory's values, every threshold written out, this node's baseline.
     assert config["host"] == "here" and config["interfaces"] == [{"name": "lo", "address": "10.99.0.2", "mtu": 9000}]
     assert config["devices"] == ["mlx5_0"] and config["thresholds"]["xid_window_s"] == 3600

@@ -327,6 +327,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("node_health_venv", NODES, ABS_PATH),
     Var("node_health_baseline", NODES, boolean()),
     Var("node_health_command", NODES, ABS_PATH),
+    Var("node_health_slurm_command", NODES, ABS_PATH),
     Var("node_health_config_file", NODES, ABS_PATH),
     Var("node_health_state_dir", NODES, ABS_PATH),
     Var("node_health_check_now", NODES, boolean()),

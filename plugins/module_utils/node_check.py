@@ -1619,6 +1619,64 @@ def run(config: dict, root="/", state_dir=None, only=None, tools=None, now=None,
     }
 
 
+# --------------------------------------------------------------------------------------------- Slurm
+
+# The prefix of the drain reasons this command sets: only a node drained with it is resumed by it (a node an
+# operator drained keeps its reason and its state).
+SLURM_REASON = "rdma-node-check: "
+
+
+def parse_scontrol_node(text: str) -> dict:
+    """`scontrol show node NAME --oneliner` -> {"state": "IDLE+DRAIN", "reason": "maintenance by hand",
+    "reason_set": "root@2026-11-26T11:48:04"} (who set the reason and when, Slurm's `[user@time]` suffix; None
+    without). The slurm role reads the same line (module_utils/slurm.py node_state)."""
+    state = re.search(r"\bState=(\S+)", text or "")
+    found = re.search(r"\bReason=(.*?)(?=\s+[A-Za-z]+=|$)", text or "")
+    reason = found.group(1).strip() if found else ""
+    by = re.fullmatch(r"(.*?)\s*\[([^\]\s]+@[^\]\s]+)\]", reason)
+    return {
+        "state": state.group(1) if state else "",
+        "reason": by.group(1) if by else reason,
+        "reason_set": by.group(2) if by else None,
+    }
+
+
+def slurm_action(result: dict, node: dict) -> tuple[str, str] | None:
+    """What Slurm's health check does with this node's result: ("drain", reason), ("resume", why) or None.
+
+    A failing node is drained with the failing checks as the reason (updated when the reason changed); a node this
+    command drained is resumed once it passes (a warning passes); a node drained or down for another reason, a
+    result that is an error (the check could not run), or a node already as it should be: nothing."""
+    state, reason = (node.get("state") or "").upper(), node.get("reason") or ""
+    ours = reason.startswith(SLURM_REASON)
+    drained = "DRAIN" in state or "DOWN" in state or "FAIL" in state
+    if result.get("status") == "fail":
+        want = (SLURM_REASON + str(result.get("reason") or "failed"))[:REASON_MAX]
+        if drained and not ours:
+            return None
+        return None if drained and reason == want else ("drain", want)
+    if result.get("status") in ("pass", "warn") and ours and "DRAIN" in state:
+        return ("resume", f"passes again ({result.get('status')}: {result.get('reason')})")
+    return None
+
+
+def slurm_apply(tools: Tools, node_name: str, result: dict) -> str:
+    """Read the node's state from slurmctld, drain or resume it (slurm_action); one line saying what was done."""
+    shown = tools.run(["scontrol", "show", "node", "-o", node_name])
+    if shown is None or shown["rc"] != 0:
+        return f"slurm: node {node_name} not read ({_last_line(shown) if shown else 'scontrol not installed'})"
+    action = slurm_action(result, parse_scontrol_node(shown["out"]))
+    if action is None:
+        return f"slurm: {node_name} left as it is"
+    verb, text = action
+    argv = ["scontrol", "update", f"NodeName={node_name}"]
+    argv += ["State=DRAIN", f"Reason={text}"] if verb == "drain" else ["State=RESUME"]
+    done = tools.run(argv)
+    if done is None or done["rc"] != 0:
+        return f"slurm: {verb} {node_name} failed ({_last_line(done) if done else 'scontrol not installed'})"
+    return f"slurm: {'drained' if verb == 'drain' else 'resumed'} {node_name}: {text}"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors exit 3, never 2 (2 means "this node failed")
         self.print_usage(sys.stderr)
@@ -1634,6 +1692,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--only", default=",".join(GROUPS), help=f"check groups, comma-separated: {','.join(GROUPS)}")
     ap.add_argument("--dcgm-level", type=int, choices=range(5), help="dcgmi diag level (0 off), over the config's")
     ap.add_argument("--brief", action="store_true", help="print `<status>: <reason>` instead of the JSON")
+    slurm = "as Slurm's HealthCheckProgram: drain this node on fail, resume it when it passes again"
+    ap.add_argument("--slurm", action="store_true", help=slurm)
+    ap.add_argument("--slurm-node", default="", help="the node's Slurm NodeName (default: the short hostname)")
     return ap
 
 
@@ -1649,6 +1710,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}" if args.brief else json.dumps(error))
         return EXIT_ERROR
     print(f"{result['status']}: {result['reason']}" if args.brief else json.dumps(result))
+    if args.slurm:
+        print(slurm_apply(Tools(), args.slurm_node or socket.gethostname().split(".")[0], result), file=sys.stderr)
     return result["exit"]
 
 

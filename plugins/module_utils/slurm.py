@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 CONTROLLERS = "slurm_controllers"
@@ -705,16 +706,16 @@ def node_state(line: str) -> dict:
     """`scontrol show node NAME --oneliner`: {"state": "IDLE", "flags": ["DRAIN"], "responding": True,
     "reason": "..."}. scontrol spells the flags out (`IDLE+DRAIN+NOT_RESPONDING`); sinfo's short form marks a node
     slurmctld has not heard from with a `*`, read here too."""
-    match = re.search(r"\bState=(\S+)", line or "")
-    raw = match.group(1) if match else ""
-    reason = re.search(r"\bReason=(.*?)(?=\s+[A-Za-z]+=|$)", line or "")
+    parsed = node_check.parse_scontrol_node(line)
+    raw = parsed["state"]
+    reason = parsed["reason"] + (f" [{parsed['reason_set']}]" if parsed["reason_set"] else "")
     words = raw.rstrip("*").split("+")
     silent = raw.endswith("*") or "NOT_RESPONDING" in words
     return {
         "state": words[0] if raw else "",
         "flags": words[1:],
         "responding": bool(raw) and not silent and words[0] not in ("UNKNOWN", "FUTURE"),
-        "reason": reason.group(1).strip() if reason else "",
+        "reason": reason,
     }
 
 
