@@ -302,7 +302,8 @@ def test_slurm_drains_a_failing_node_with_the_reason_and_returns_it(lab_cluster)
     print(f"{victim} resumed {time.monotonic() - t1:.0f} s after its MTU was put back: {node}")
     assert "DRAIN" not in (node["state"] or ""), node
     # An operator's drain: the wrapper (run here at once rather than waiting for slurmd) passes and leaves it.
-    update = ["scontrol", "update", f"NodeName={victim}", "State=DRAIN", "Reason=maintenance by hand"]
+    # (ssh hands the remote shell one string: the reason's spaces are quoted for it.)
+    update = ["scontrol", "update", f"NodeName={victim}", "State=DRAIN", "Reason='maintenance by hand'"]
     assert ssh("lab-node1", *update).returncode == 0
     try:
         checked = ssh(victim, "/usr/local/sbin/rdma-node-health-slurm")
