@@ -31,8 +31,8 @@ options:
     description: Check groups to run.
     type: list
     elements: str
-    choices: [fabric, gpu, counters, flaps]
-    default: [fabric, gpu, counters, flaps]
+    choices: [fabric, gpu, counters, flaps, stack]
+    default: [fabric, gpu, counters, flaps, stack]
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
