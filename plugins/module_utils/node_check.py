@@ -213,6 +213,11 @@ def _last_line(res: dict | None) -> str:
 # --------------------------------------------------------------------------------------------- sysfs and /proc
 
 
+def _driver_link(path: Path) -> str | None:
+    """The driver a sysfs device is bound to (the name its `driver` link points at), None when unbound."""
+    return os.path.basename(os.readlink(path)) if path.is_symlink() else None
+
+
 def read(path: Path) -> str | None:
     try:
         return path.read_text().strip()
@@ -226,7 +231,7 @@ def nic(root: Path, ifname: str) -> dict:
         return {"name": ifname, "exists": False}
     device = base / "device"
     speed = read(base / "speed")
-    driver = os.path.basename(os.readlink(device / "driver")) if (device / "driver").is_symlink() else None
+    driver = _driver_link(device / "driver")
     uevent = read(base / "uevent") or ""
     kind = next((line.split("=", 1)[1] for line in uevent.splitlines() if line.startswith("DEVTYPE=")), None)
     if kind is None and not device.exists():
@@ -306,7 +311,7 @@ def rdma_drivers(root: Path) -> dict:
     for dev in sorted(base.iterdir()) if base.is_dir() else []:
         link = dev / "device" / "driver"
         out[dev.name] = {
-            "driver": os.path.basename(os.readlink(link)) if link.is_symlink() else None,
+            "driver": _driver_link(link),
             "sriov_vf": (dev / "device" / "physfn").exists(),
         }
     return out
@@ -812,10 +817,6 @@ def venv_stack(venv: Path) -> dict:
     if pins:
         out["venv pins"] = pins.split()[0][:12]
     return out
-
-
-def _driver_link(path: Path) -> str | None:
-    return os.path.basename(os.readlink(path)) if path.is_symlink() else None
 
 
 def stack(config: dict, root: Path, tools: Tools, smi: dict | None, rdma: list[dict]) -> dict:
