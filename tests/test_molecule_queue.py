@@ -18,19 +18,21 @@ pytestmark = pytest.mark.lint
 # `molecule test -s <name>`: "slow" waits until interrupted and says so; "bad" fails; "stdin" fails as Ansible
 # does when its stdin is non-blocking. Python, not sh: a launcher that ignores SIGINT (a shell's background job)
 # passes that on, and sh cannot trap a signal ignored on entry; Molecule itself is Python.
+# "slow" sets its handler before it prints: the test interrupts as soon as it reads the first line.
 FAKE = f"""#!{sys.executable}
 import os, signal, sys, time
-print("molecule " + " ".join(sys.argv[1:]), flush=True)
 name = sys.argv[3]
+def interrupted(*_):
+    print("interrupted", flush=True)
+    sys.exit(130)
+if name == "slow":
+    signal.signal(signal.SIGINT, interrupted)
+print("molecule " + " ".join(sys.argv[1:]), flush=True)
 if name == "bad":
     sys.exit(3)
 if name == "stdin" and not os.get_blocking(0):
     sys.exit(9)
 if name == "slow":
-    def interrupted(*_):
-        print("interrupted", flush=True)
-        sys.exit(130)
-    signal.signal(signal.SIGINT, interrupted)
     time.sleep(30)
 print("idempotence")
 """
