@@ -675,6 +675,8 @@ class Trainer:
         """
         cfg, dev = self.cfg, self.dist.device
         measure = cfg.grad_accum > 1 and (dev.type != "cuda" or (self.step + 1) % cfg.log_interval == 0)
+        # The forward's own time (the straggler rule's input): on a GPU measured with a sync once per interval.
+        self.engine.sync = dev.type == "cuda" and (self.step + 1) % cfg.log_interval == 0
         lr = lr_at(self.step, cfg)
         loss = torch.zeros((), device=dev)
         t_sync, t_nosync = 0.0, 0.0
@@ -723,6 +725,8 @@ class Trainer:
         loss, norm, comm_ms = self.train_step()
         self.step += 1
         self.tokens_seen += self.tokens_per_step
+        if self.step == self.start_step + 1:  # the launch's report times a restart up to here (goodput)
+            self.metrics.write(kind="first_step", step=self.step)
         stop = self.agree_to_stop()
         dt = time.perf_counter() - t0
         if self.step > self.start_step + 1:  # the first step pays for allocation and warm-up
@@ -753,6 +757,9 @@ class Trainer:
         lr = self.engine.current_lr()
         norm = float(iv["norm"])  # a device tensor: read once per interval, the step never waits for it
         eta_s = (cfg.max_steps - self.step) * step_ms / 1000  # from this interval's measured step time
+        eng = self.engine
+        fwd_ms = eng.fwd_s / eng.fwd_n * 1000 if eng.fwd_n else None
+        eng.fwd_s, eng.fwd_n = 0.0, 0
         self.metrics.write(
             kind="train",
             step=self.step,
@@ -765,6 +772,7 @@ class Trainer:
             tokens_per_s_per_rank=round(tps_rank, 1),
             mfu=None if util != util else round(util, 5),
             comm_share=None if comm is None else round(comm, 4),
+            fwd_ms=None if fwd_ms is None else round(fwd_ms, 3),
             tokens_seen=self.tokens_seen,
             eta_s=round(eta_s, 1),
         )
