@@ -399,7 +399,31 @@ def summarise(run: Path) -> dict:
     threshold = (manifest.get("limits") or {}).get("straggler_threshold")
     summary["stragglers"] = stragglers(everyone, launched, threshold)
     summary["nccl"] = nccl_transport(run, manifest["nodes"])
+    summary["quarantined"] = quarantines(rank0, launched)
     return summary
+
+
+def quarantines(rank0: list[dict], since: float | None) -> list[dict]:
+    """The checkpoints this launch's resumes found corrupt and quarantined (the `quarantined` of rank 0's
+    `resume` records, payload/ckpt_verify.py: renamed quarantine-<name>-<time> on the hosts), each with the step
+    the run went back to instead: the steps between were trained again (goodput's steps recomputed)."""
+    resumes = sorted(
+        (r for r in rank0 if r.get("kind") == "resume" and (not since or r["time"] >= float(since))),
+        key=lambda r: r["time"],
+    )
+    return [
+        {"time": r["time"], "checkpoint": q.get("checkpoint"), "why": q.get("why"), "resumed_at_step": r.get("step")}
+        for r in resumes
+        for q in r.get("quarantined") or []
+    ]
+
+
+def quarantine_lines(found: list[dict]) -> list[str]:
+    """One line per quarantined checkpoint: which, when, why, and the step the run went back to."""
+    return [
+        f"{q['checkpoint']} at {_clock(q['time'])} ({q['why']}): resumed from step {fmt(q['resumed_at_step'])}"
+        for q in found
+    ]
 
 
 def transport_lines(nccl: dict) -> list[str]:
@@ -579,6 +603,17 @@ def markdown(s: dict) -> str:
             else []
         ),
         *goodput_lines(s),
+        *(
+            [
+                "Checkpoints that failed verification at a resume (renamed quarantine-<name>-<time> on the hosts, "
+                "kept for a post-mortem):",
+                "",
+                *(f"- {line}" for line in quarantine_lines(s["quarantined"])),
+                "",
+            ]
+            if s.get("quarantined")
+            else []
+        ),
         *straggler_lines(s.get("stragglers") or {}),
         *(
             [
@@ -643,6 +678,8 @@ def write(run: Path) -> list[str]:
             f"straggler: rank {r['rank']} on {r['host']}: forward {r['median_ratio']} x its peers' median in "
             f"{r['intervals_over']} of {r['intervals']} intervals"
         )
+    for line in quarantine_lines(summary["quarantined"]):
+        lines.append(f"quarantined: {line}")
     for line in transport_lines(summary["nccl"]):
         lines.append(f"nccl:   {line}")
     lines.append(f"report: {run / 'report.md'}")

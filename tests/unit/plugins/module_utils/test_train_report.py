@@ -106,6 +106,44 @@ def test_run_accounting_reads_every_launch_manifest(tmp_path) -> None:
     assert run["productive_s"] == 20.0 and run["steps_recomputed"] == 7
 
 
+def test_quarantined_checkpoints_of_this_launch() -> None:
+    """The payload's resume record names what it quarantined (payload/ckpt_verify.py); an earlier launch's and a
+    resume without a fall-back add nothing."""
+    bad = {"checkpoint": "step_0000015", "why": "n2: model.pt does not match its SHA-256 when saved"}
+    records = [
+        rec(50, "resume", step=5, quarantined=[{"checkpoint": "step_0000010", "why": "n1: x"}]),
+        *RESTART[:6],
+        rec(135, "resume", step=10, quarantined=[bad]),
+        rec(160, "resume", step=20),
+    ]
+    got = R.quarantines(records, 100)
+    assert got == [{"time": 135, "resumed_at_step": 10, **bad}]
+    assert R.quarantine_lines(got) == [
+        "step_0000015 at 00:02:15 UTC (n2: model.pt does not match its SHA-256 when saved): resumed from step 10"
+    ]
+    assert R.quarantines(RESTART, 100) == [] and len(R.quarantines(records, None)) == 2
+
+
+def test_report_names_quarantined_checkpoints(tmp_path) -> None:
+    """report.json, report.md and the play's summary lines of a run whose restart fell back (R.write)."""
+    bad = {"checkpoint": "step_0000015", "why": "n1: model.pt has 1000 bytes, 9000 when saved"}
+    records = [*RESTART[:6], rec(135, "resume", step=10, quarantined=[bad]), *RESTART[7:]]
+    manifest = {
+        "run_id": "r1", "outcome": "completed", "message": "", "engine": "ddp", "model": "tiny", "launch_id": "A",
+        "nodes": [{"host": "n1"}], "timings": {"started_epoch": 90, "launched_epoch": 100, "ended_epoch": 150},
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "n1" / "out").mkdir(parents=True)
+    (tmp_path / "n1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines = R.write(tmp_path)
+    said = "step_0000015 at 00:02:15 UTC (n1: model.pt has 1000 bytes, 9000 when saved): resumed from step 10"
+    assert f"quarantined: {said}" in lines
+    assert f"- {said}" in (tmp_path / "report.md").read_text()
+    assert json.loads((tmp_path / "report.json").read_text())["quarantined"] == [
+        {"time": 135, "resumed_at_step": 10, **bad}
+    ]
+
+
 def ranks(fwd: dict[int, list[float]]) -> list[dict]:
     out = [rec(0, "start", r, hostname=f"n{r}", host=f"n{r}") for r in fwd]
     for r, times in fwd.items():
