@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from payload import ckpt_verify as V
 from payload import data as D
 from payload import shards as S
 from payload.config import (
@@ -132,11 +133,12 @@ def verify_shards(cfg: ShardsConfig) -> int:
 
 
 def checkpoints(cfg: CheckpointsConfig) -> int:
-    """One line per checkpoint of a run: step, losses, when it was saved, size on disk; `*` marks latest."""
+    """One line per checkpoint of a run: step, losses, when it was saved, size on disk; `*` marks latest.
+    Checkpoints a resume quarantined (ckpt_verify.py) follow, one line each."""
     root = Path(cfg.out_dir) / "checkpoints"
     latest = (root / "latest").read_text().strip() if (root / "latest").exists() else ""
     rows = []
-    for ckpt in sorted(p for p in root.glob("step_*") if p.is_dir()):
+    for ckpt in V.finished(root):
         try:
             meta = json.loads((ckpt / "trainer.json").read_text())
         except (OSError, ValueError) as e:
@@ -158,4 +160,6 @@ def checkpoints(cfg: CheckpointsConfig) -> int:
         return 1
     print(f"  {'step':>8}  {'train loss':>10}  {'val loss':>10}  {'saved':<19}  {'size MiB':>9}  {'engine':<9} path")
     print("\n".join(rows))
+    for q in sorted(p for p in root.glob(f"{V.QUARANTINE}*") if p.is_dir()):
+        print(f"  quarantined (failed verification at a resume): {q}")
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -32,7 +33,30 @@ def _atomic_save(obj, path: Path) -> None:
     tmp.replace(path)
 
 
-class _TorchEngine:
+class _ForwardTimer:
+    """This rank's own forward time (the trainer reads and resets `fwd_s` each log interval): the model's forward
+    makes no collective under DDP or ZeRO-1/2, so a slow rank shows here while its peers' step times (which wait
+    for it in the gradient all-reduce) look the same as its own. Under FSDP and ZeRO-3 the forward gathers
+    parameters, so there it holds some waiting too. On a GPU the time is real only when `sync` is set (the
+    trainer sets it on the last step of each interval), else it is the kernels' launch time."""
+
+    fwd_s, fwd_n, sync = 0.0, 0, False
+
+    def timed_forward(self, forward):
+        cuda = self.sync and torch.cuda.is_available()
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = forward()
+        if cuda:
+            torch.cuda.synchronize()
+        if self.sync or not torch.cuda.is_available():
+            self.fwd_s += time.perf_counter() - t0
+            self.fwd_n += 1
+        return out
+
+
+class _TorchEngine(_ForwardTimer):
     """What DDP and FSDP share: AdamW over the bare module, the optimizer step, the evaluation forward."""
 
     autocast = contextlib.nullcontext()
@@ -88,7 +112,7 @@ class DDPEngine(_TorchEngine):
         sync = contextlib.nullcontext() if boundary or not self.distributed else self.model.no_sync()
         with sync:
             with self.autocast:
-                loss = model_loss(self.model, x, y, self.fast)
+                loss = self.timed_forward(lambda: model_loss(self.model, x, y, self.fast))
             (loss / self.cfg.grad_accum).backward()
         return loss.detach()
 
@@ -143,7 +167,7 @@ def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool, node_local_c
     return ds
 
 
-class DeepSpeedEngine:
+class DeepSpeedEngine(_ForwardTimer):
     name = "deepspeed"
 
     def __init__(
@@ -177,7 +201,7 @@ class DeepSpeedEngine:
         self.fast = is_fast(model)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
-        loss = model_loss(self.engine, x, y, self.fast)
+        loss = self.timed_forward(lambda: model_loss(self.engine, x, y, self.fast))
         self.engine.backward(loss)  # scales by 1/grad_accum and reduces at the boundary itself
         if not boundary:
             self.engine.step()  # DeepSpeed counts every micro-batch; off the boundary this only advances it
@@ -304,7 +328,7 @@ class FSDPEngine(_TorchEngine):
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are reduce-scattered only on the last micro-batch of an optimizer step.
         self.raw.set_requires_gradient_sync(boundary)
-        loss = model_loss(self.model, x, y, self.fast)
+        loss = self.timed_forward(lambda: model_loss(self.model, x, y, self.fast))
         (loss / self.cfg.grad_accum).backward()
         return loss.detach()
 

@@ -56,6 +56,7 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # E402: these imports need the sys.path line above when train.py runs as a script.
+from payload import ckpt_verify as V  # noqa: E402
 from payload import commands as C  # noqa: E402
 from payload import data as D  # noqa: E402
 from payload import gate as G  # noqa: E402
@@ -116,6 +117,7 @@ RESULT_KEYS = (
     "train_time_s",
     "wall_time_s",
     "checkpoint",
+    "quarantined",
     "hf_model",
     "hostname",
     "versions",
@@ -405,6 +407,10 @@ class Trainer:
         self.tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum * self.world
         self.step, self.tokens_seen, self.start_step = 0, 0, 0
         self.ckpt_root = self.out / "checkpoints"
+        self.quarantined: list[dict] = []  # checkpoints a resume found corrupt and renamed (ckpt_verify.py)
+        if self.writer:  # before any rank saves: a step_<n>.tmp here is a save an earlier start cut short
+            for name in V.remove_unfinished(self.ckpt_root):
+                print(f"checkpoints: removed {self.ckpt_root / name} (a save cut short)", flush=True)
         self.resumed_from = self._resume() if cfg.resume or cfg.resume_from else None
         self.start_step = self.step
         self.log(
@@ -556,7 +562,9 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         t0 = time.time()
         ckpt = self.ckpt_root / f"step_{self.step:07d}"
-        ckpt.mkdir(parents=True, exist_ok=True)
+        # Written as step_<n>.tmp and renamed once whole and checksummed: no step_<n> is ever torn.
+        part = V.unfinished(ckpt)
+        part.mkdir(parents=True, exist_ok=True)
         meta = {
             "step": self.step,
             "tokens_seen": self.tokens_seen,
@@ -567,33 +575,49 @@ class Trainer:
             "val_loss": self.val_loss if self.val_step == self.step else None,  # none measured at this step
             "saved_at": time.time(),
             "config": to_dict(self.cfg),
+            "checksums": True,  # checksums.json comes with every checkpoint of this payload (ckpt_verify.py)
         }
         try:
-            self.engine.save(ckpt, meta, self.writer)
-            torch.save(_rng_state(), ckpt / f"rng_rank{self.rank}.pt")
+            self.engine.save(part, meta, self.writer)
+            torch.save(_rng_state(), part / f"rng_rank{self.rank}.pt")
             if self.writer:
-                shutil.copytree(self.out / "tokenizer", ckpt / "tokenizer", dirs_exist_ok=True)
+                shutil.copytree(self.out / "tokenizer", part / "tokenizer", dirs_exist_ok=True)
         except (OSError, RuntimeError) as e:  # torch.save wraps write errors in RuntimeError
-            # torch.save reports a short write as "unexpected pos ...", not ENOSPC: look at the disk itself
-            # (before removing the partial checkpoint, which is what filled it).
-            free = None
-            with contextlib.suppress(OSError):
-                free = shutil.disk_usage(ckpt).free
-            full = getattr(e, "errno", None) == errno.ENOSPC or (free is not None and free < 1 << 20)
-            if self.writer:
-                shutil.rmtree(ckpt, ignore_errors=True)  # `latest` still names the last complete checkpoint
-            hint = "the disk is full: free space or lower --keep_ckpts, then resume" if full else str(e)
-            raise RunError(f"saving checkpoint {ckpt} failed: {hint}", 1) from e
-        dist.barrier()  # every rank's part is on disk before `latest` points at it
+            raise self._save_failed(ckpt, part, e) from e
+        dist.barrier()  # every rank's part is on disk before the rename and `latest`
+        error = None
         if self.writer:
-            tmp = self.ckpt_root / ".latest.tmp"
-            tmp.write_text(ckpt.name + "\n")
-            tmp.replace(self.ckpt_root / "latest")
-            old = sorted(p for p in self.ckpt_root.glob("step_*") if p.is_dir())[: -self.cfg.keep_ckpts]
-            for p in old:
+            try:
+                V.write(part)  # what a resume verifies it against (every file, every rank's, of this node)
+                V.publish(part, ckpt)
+                tmp = self.ckpt_root / ".latest.tmp"
+                tmp.write_text(ckpt.name + "\n")
+                tmp.replace(self.ckpt_root / "latest")
+            except OSError as e:
+                error = self._save_failed(ckpt, part, e)
+        # Every rank waits for every node's rename: a rank that exited first (SIGTERM) would have torchrun kill the
+        # writer mid-hash. On the setup group, whose timeout (not pg_timeout) bounds a large checkpoint's hashing.
+        if self._all_reduce([1.0 if error else 0.0], dist.ReduceOp.MAX, self.setup)[0]:
+            raise error or RunError(f"saving checkpoint {ckpt} failed on another node (see its log)", 1)
+        if self.writer:
+            for p in V.finished(self.ckpt_root)[: -self.cfg.keep_ckpts]:
                 shutil.rmtree(p, ignore_errors=True)
         self.log(f"checkpoint: {ckpt} ({time.time() - t0:.1f} s)")
         return ckpt
+
+    def _save_failed(self, ckpt: Path, part: Path, e: Exception) -> RunError:
+        """The run's error for a save that failed; the writer removes the unfinished directory (`latest` still
+        names the last whole checkpoint)."""
+        # torch.save reports a short write as "unexpected pos ...", not ENOSPC: look at the disk itself
+        # (before removing the partial checkpoint, which is what filled it).
+        free = None
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(self.ckpt_root).free
+        full = getattr(e, "errno", None) == errno.ENOSPC or (free is not None and free < 1 << 20)
+        if self.writer:
+            shutil.rmtree(part, ignore_errors=True)
+        hint = "the disk is full: free space or lower --keep_ckpts, then resume" if full else str(e)
+        return RunError(f"saving checkpoint {ckpt} failed: {hint}", 1)
 
     def _resume(self) -> str | None:
         cfg = self.cfg
@@ -601,9 +625,21 @@ class Trainer:
             ckpt = Path(cfg.resume_from)
             if cfg.resume_from.isdigit():
                 ckpt = self.ckpt_root / f"step_{int(cfg.resume_from):07d}"
-            if not (ckpt / "trainer.json").is_file():
+            here = (ckpt / "trainer.json").is_file()
+            if not self._all_reduce([1.0 if here else 0.0], dist.ReduceOp.MIN)[0]:  # every rank stops, not some
                 raise RunError(
-                    f"--resume_from={cfg.resume_from}: {ckpt} is not a checkpoint (`train.py checkpoints`)", 2
+                    f"--resume_from={cfg.resume_from}: {ckpt} is not a checkpoint"
+                    + (" on every node" if here else "")
+                    + " (`train.py checkpoints`)",
+                    2,
+                )
+            # Verified, never quarantined: the user chose it and may know better than its checksums.
+            said = self._writers_say(V.verify(ckpt) if self.writer else None)
+            if failed := [f"{host}: {why}" for host, why in said if why]:
+                raise RunError(
+                    f"--resume_from={cfg.resume_from}: {ckpt} failed verification ({'; '.join(failed)}); "
+                    "point it at another checkpoint (`train.py checkpoints`)",
+                    1,
                 )
         else:
             latest = self.ckpt_root / "latest"
@@ -613,7 +649,7 @@ class Trainer:
                 if tag:
                     raise RuntimeError("only some nodes have a checkpoint in out_dir: cannot resume consistently")
                 return None
-            ckpt = self.ckpt_root / tag
+            ckpt = self._verified_checkpoint(tag)
         try:
             meta = self.engine.load(ckpt, optimizer=not cfg.skip_optimizer)
         except Exception as e:  # truncated or foreign files: torch, json and DeepSpeed each raise their own
@@ -652,8 +688,71 @@ class Trainer:
             checkpoint=str(ckpt),
             world_size_before=meta["world_size"],
             world_size=self.world,
+            **({"quarantined": self.quarantined} if self.quarantined else {}),
         )
         return str(ckpt)
+
+    def _writers_say(self, value) -> list[tuple[str, object]]:
+        """(host, value) of every node's writer (collective over every rank; the others' values are dropped). On
+        the setup group: its timeout, not pg_timeout, bounds a writer still hashing a large checkpoint."""
+        said = [None] * self.world
+        dist.all_gather_object(said, (self.writer, socket.gethostname(), value), group=self.setup)
+        return [(host, v) for writer, host, v in said if writer]
+
+    def _verified_checkpoint(self, latest: str) -> Path:
+        """The newest checkpoint, `latest` or older, that verifies against its checksums on every node; the
+        newer ones that failed on some node are quarantined (renamed, never deleted: ckpt_verify.py) on every
+        node and `latest` points at the one chosen. Each node's writer verifies its own copy, newest first and
+        only as far as needed: the nodes agree on the lowest of their newest good steps, and a node whose newest
+        good one is newer goes on down to it, until all name the same step."""
+        limit = V.step_of(latest)
+        if limit is None:
+            raise RunError(f"{self.ckpt_root / 'latest'} names {latest!r}, not a step_<n> checkpoint", 1)
+        verdicts: dict[str, str | None] = {}  # checkpoint name -> why it fails on this node (None: verified)
+        while True:
+            newest = None
+            for ckpt in V.candidates(self.ckpt_root, latest) if self.writer else ():
+                if V.step_of(ckpt.name) > limit:
+                    continue
+                if ckpt.name not in verdicts:
+                    verdicts[ckpt.name] = V.verify(ckpt)
+                    if verdicts[ckpt.name]:
+                        print(f"resume: {ckpt} failed verification: {verdicts[ckpt.name]}", flush=True)
+                if verdicts[ckpt.name] is None:
+                    newest = V.step_of(ckpt.name)
+                    break
+            steps = self._writers_say(newest)
+            if bad := sorted({host for host, step in steps if step is None}):
+                raise RunError(
+                    f"no checkpoint up to {latest} verifies on {', '.join(bad)} (the 'failed verification' "
+                    "lines above); point --resume_from at another one, or start over with --resume=false",
+                    1,
+                )
+            limit = min(step for _, step in steps)
+            if all(step == limit for _, step in steps):
+                break
+        name = f"step_{limit:07d}"
+        # A newer checkpoint that failed on any node goes on every node (the nodes resume from the same step).
+        failed = {n: why for n, why in verdicts.items() if why and V.step_of(n) > limit}
+        reasons: dict[str, list[str]] = {}
+        for host, fails in self._writers_say(failed):
+            for n, why in fails.items():
+                reasons.setdefault(n, []).append(f"{host}: {why}")
+        if self.writer:
+            for ckpt in V.candidates(self.ckpt_root, latest):
+                if ckpt.name in reasons:
+                    print(f"resume: quarantined {ckpt.name} as {V.quarantine(ckpt)}", flush=True)
+            tmp = self.ckpt_root / ".latest.tmp"
+            tmp.write_text(name + "\n")
+            tmp.replace(self.ckpt_root / "latest")
+        dist.barrier(group=self.setup)
+        self.quarantined = [
+            {"checkpoint": n, "why": "; ".join(sorted(w))} for n, w in sorted(reasons.items(), reverse=True)
+        ]
+        if self.quarantined:
+            said = "; ".join(f"{q['checkpoint']} ({q['why']})" for q in self.quarantined)
+            self.log(f"resume: falling back to {name}: quarantined {said}")
+        return self.ckpt_root / name
 
     # ------------------------------------------------------------------------------------------ training
 
@@ -675,6 +774,8 @@ class Trainer:
         """
         cfg, dev = self.cfg, self.dist.device
         measure = cfg.grad_accum > 1 and (dev.type != "cuda" or (self.step + 1) % cfg.log_interval == 0)
+        # The forward's own time (the straggler rule's input): on a GPU measured with a sync once per interval.
+        self.engine.sync = dev.type == "cuda" and (self.step + 1) % cfg.log_interval == 0
         lr = lr_at(self.step, cfg)
         loss = torch.zeros((), device=dev)
         t_sync, t_nosync = 0.0, 0.0
@@ -723,6 +824,8 @@ class Trainer:
         loss, norm, comm_ms = self.train_step()
         self.step += 1
         self.tokens_seen += self.tokens_per_step
+        if self.step == self.start_step + 1:  # the launch's report times a restart up to here (goodput)
+            self.metrics.write(kind="first_step", step=self.step)
         stop = self.agree_to_stop()
         dt = time.perf_counter() - t0
         if self.step > self.start_step + 1:  # the first step pays for allocation and warm-up
@@ -753,6 +856,9 @@ class Trainer:
         lr = self.engine.current_lr()
         norm = float(iv["norm"])  # a device tensor: read once per interval, the step never waits for it
         eta_s = (cfg.max_steps - self.step) * step_ms / 1000  # from this interval's measured step time
+        eng = self.engine
+        fwd_ms = eng.fwd_s / eng.fwd_n * 1000 if eng.fwd_n else None
+        eng.fwd_s, eng.fwd_n = 0.0, 0
         self.metrics.write(
             kind="train",
             step=self.step,
@@ -765,6 +871,7 @@ class Trainer:
             tokens_per_s_per_rank=round(tps_rank, 1),
             mfu=None if util != util else round(util, 5),
             comm_share=None if comm is None else round(comm, 4),
+            fwd_ms=None if fwd_ms is None else round(fwd_ms, 3),
             tokens_seen=self.tokens_seen,
             eta_s=round(eta_s, 1),
         )
@@ -879,6 +986,7 @@ class Trainer:
             "train_time_s": round(self.train_time, 3),
             "wall_time_s": round(time.time() - self.t_launch, 3),
             "checkpoint": str(ckpt) if ckpt else self.resumed_from,
+            "quarantined": self.quarantined,
             "hf_model": str(hf_dir) if hf_dir else None,
             "hostname": socket.gethostname(),
             "versions": versions(),

@@ -74,13 +74,14 @@ def job_env() -> dict[str, str]:
 class Launch:
     """A torchrun job in its own process group; `stop()` kills the whole group (always called)."""
 
-    def __init__(self, cmd: list[str], log: Path):
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None):
         self.log_path = log
         self.pids: set[int] = set()  # workers a test touched: killed at the end even if orphaned
         self.log = log.open("wb")
         self.proc = subprocess.Popen(
-            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=job_env(), cwd=REPO, start_new_session=True
-        )
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=job_env() | (env or {}), cwd=REPO,
+            start_new_session=True,
+        )  # fmt: skip
 
     def wait(self, timeout: float) -> int:
         try:

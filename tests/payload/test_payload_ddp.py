@@ -41,6 +41,9 @@ def test_ddp_two_ranks_learn_and_write_metrics(straight_run):
     for key in ("loss", "loss_global", "lr", "step_ms", "tokens_per_s", "tokens_per_s_per_rank", "mfu"):
         assert isinstance(first[key], float), key
     assert first["comm_share"] is not None  # grad_accum=2: sync vs no_sync micro-batch is measurable
+    # Each rank's own forward time (the report's straggler rule) and the first step of the start (its goodput).
+    assert all(isinstance(r["fwd_ms"], float) and 0 < r["fwd_ms"] < r["step_ms"] for r in train), train
+    assert sorted((r["rank"], r["step"]) for r in records if r["kind"] == "first_step") == [(0, 1), (1, 1)]
     assert "step     16/16 (100%) eta 0:00 | loss" in log and "tok/s" in log and "mfu" in log
     assert "step      8/16 ( 50%) eta " in log and first["eta_s"] > 0  # from the measured step time
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from payload_helpers import TRAIN, Launch, base_args, free_port, read_jsonl, wait_for
 
+from payload import ckpt_verify as V
+
 pytestmark = pytest.mark.payload
 
 LONG = dict(max_steps=100_000, warmup_steps=1, log_interval=1)
@@ -123,3 +125,53 @@ def test_lost_node_the_survivor_goes_on_alone_from_its_checkpoint(tmp_path, corp
     train = [r for r in records if r["kind"] == "train"]
     assert train[-1]["step"] == 30 and train[-1]["loss_global"] < train[0]["loss_global"] - 1.0, train
     print(f"node lost -> survivor finished alone: {elapsed:.1f} s (from step {resume['step']})")
+
+
+def test_corrupt_latest_checkpoint_is_quarantined_and_the_restart_resumes_from_the_one_before(
+    tmp_path, corpus, tokenizer_dir, token_cache
+):
+    """Under --max-restarts: both workers frozen, the checkpoint `latest` names gets a flipped byte (same size),
+    then rank 1 is killed. The agent restarts both workers; the resume finds the latest checkpoint fails its
+    checksums, renames it quarantine-step_... (not deleted), points `latest` at the one before, resumes from it,
+    finishes, and the log, the resume record and result.json say so."""
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--max-restarts=1", "--monitor-interval=1", str(TRAIN),
+        *base_args(out, corpus, tokenizer_dir, token_cache, max_steps=40, ckpt_interval=5, log_interval=1),
+    ]  # fmt: skip
+    # As the launch role sets it (plugins/module_utils/train_launch.py): without it the restarted workers'
+    # process group connected to the killed rank's old port here and failed.
+    job = Launch(cmd, tmp_path / "torchrun.log", env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
+    try:
+        pids = rank_pids(out, job, min_step=12)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGSTOP)
+        latest = (out / "checkpoints" / "latest").read_text().strip()
+        step = int(latest.removeprefix("step_"))
+        model = out / "checkpoints" / latest / "model.pt"
+        data = bytearray(model.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        model.write_bytes(bytes(data))
+        os.kill(pids[1], signal.SIGKILL)
+        os.kill(pids[0], signal.SIGCONT)
+        rc = job.wait(timeout=240)
+        log = job.output()
+        assert rc == 0, log[-4000:]
+    finally:
+        job.stop()
+    previous = f"step_{step - 5:07d}"
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["final_step"] == 40, result
+    (q,) = result["quarantined"]
+    assert q["checkpoint"] == latest and q["why"].endswith(": model.pt does not match its SHA-256 when saved"), q
+    resume = [r for r in read_jsonl(out / "metrics.jsonl") if r["kind"] == "resume" and r["rank"] == 0]
+    assert [r["step"] for r in resume] == [step - 5] and resume[0]["quarantined"] == [q], resume
+    (moved,) = (out / "checkpoints").glob(f"quarantine-{latest}-*")
+    assert (moved / "model.pt").read_bytes() == bytes(data)  # kept as it was found, for a post-mortem
+    assert f"resume: falling back to {previous}: quarantined {latest}" in log, log[-4000:]
+    assert f"{latest} failed verification: model.pt does not match its SHA-256" in log
+    # The run saved that step again after the resume; what it keeps (keep_ckpts=2) verifies.
+    assert log.count(f"checkpoint: {out / 'checkpoints' / latest} (") == 2, log[-4000:]
+    kept = V.finished(out / "checkpoints")
+    assert [p.name for p in kept] == ["step_0000035", "step_0000040"] and all(V.verify(p) is None for p in kept)

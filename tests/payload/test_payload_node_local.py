@@ -11,7 +11,8 @@ from payload_helpers import base_args, free_port, read_jsonl
 
 pytestmark = pytest.mark.payload
 
-COMMON = dict(max_steps=12, log_interval=4, dropout=0.1, ckpt_interval=4)
+# keep_ckpts=3: steps 4, 8 and 12 stay for the fall-back below.
+COMMON = dict(max_steps=12, log_interval=4, dropout=0.1, ckpt_interval=4, keep_ckpts=3)
 
 
 def run_nodes(launch, out: Path, corpus, tokenizer_dir, cache: Path, **opts) -> list[str]:
@@ -60,3 +61,28 @@ def test_node_local_out_dir_resumes_exactly(engine, launch, tmp_path, corpus, to
     assert [v for _, v in losses(split / "node0")] == pytest.approx(
         [v for _, v in losses(straight / "node0")], abs=2e-3
     )
+    if engine != "ddp":
+        return
+    # Node 1's copy of step 12 and node 0's of step 8 go bad. The nodes resume from one step, the newest whole on
+    # both: node 0 finds 12 good, node 1 goes back to 8; then node 0 checks 8, finds it bad and goes back to 4,
+    # where node 1 joins it. Steps 12 and 8 are quarantined on both nodes, each with the node that failed it.
+    for node, step in ((1, 12), (0, 8)):
+        model = split / f"node{node}" / "checkpoints" / f"step_{step:07d}" / "model.pt"
+        data = bytearray(model.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        model.write_bytes(bytes(data))
+    third = run_nodes(launch, split, corpus, tokenizer_dir, cache, engine=engine)
+    assert "resume: falling back to step_0000004: quarantined step_0000012 (" in third[0], third[0][-3000:]
+    sha = "model.pt does not match its SHA-256 when saved"
+    assert f"step_0000008 failed verification: {sha}" in third[0] and "step_0000012 failed" not in third[0]
+    assert f"step_0000012 failed verification: {sha}" in third[1] and "step_0000008 failed" not in third[1]
+    for n in (0, 1):
+        node = split / f"node{n}"
+        result = json.loads((node / "result.json").read_text())
+        assert result["status"] == "completed" and result["start_step"] == 4, result
+        assert [q["checkpoint"] for q in result["quarantined"]] == ["step_0000012", "step_0000008"], result
+        assert all(q["why"].endswith(f": {sha}") and q["why"].count(": model.pt") == 1 for q in result["quarantined"])
+        assert sorted(p.name[: len("quarantine-step_0000012")] for p in (node / "checkpoints").glob("quar*")) == [
+            "quarantine-step_0000008", "quarantine-step_0000012"
+        ]  # fmt: skip
+        assert (node / "checkpoints" / "latest").read_text().strip() == "step_0000012"  # saved again

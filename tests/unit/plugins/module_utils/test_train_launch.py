@@ -707,6 +707,8 @@ def test_manifest_nodes_in_rank_order_for_the_play_hosts_only() -> None:
         # by step number, not by name: an unpadded name sorts wrong as text
         ([["step_99", "step_100"], ["step_100", "step_99"]], "step_100"),
         ([["step_0000010", "latest"], ["latest", "step_0000010"]], "step_0000010"),
+        # the payload's unfinished save and quarantined checkpoint (payload/ckpt_verify.py) hold a trainer.json too
+        ([["step_0000010", "step_0000020.tmp", "quarantine-step_0000030-20261126T145758Z-1"]] * 2, "step_0000010"),
     ],
 )
 def test_common_checkpoint(per_host, expected) -> None:
