@@ -53,6 +53,17 @@ def test_unreadable_tokenizer(tmp_path, corpus):
     _failed(proc, out, 2, "unreadable tokenizer")
 
 
+def test_model_dir_whose_vocabulary_is_too_small(tmp_path, corpus, tokenizer_dir, token_cache):
+    """`--model=DIR` keeps its config.json's vocabulary: one that cannot hold the tokenizer's is a usage error."""
+    from transformers import LlamaConfig
+
+    shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+    LlamaConfig(vocab_size=256, **shape).save_pretrained(tmp_path / "model")
+    out = tmp_path / "run"
+    proc = _train(base_args(out, corpus, tokenizer_dir, token_cache, model=tmp_path / "model"))
+    _failed(proc, out, 2, "vocab_size 256 < the tokenizer's 2048 tokens")
+
+
 def test_corrupt_checkpoint_is_named_then_an_older_one_resumes(tmp_path, corpus, tokenizer_dir, token_cache):
     out = tmp_path / "run"
     opts = dict(max_steps=12, ckpt_interval=4)
