@@ -38,11 +38,11 @@ def _latest_checkpoint(out: Path) -> Path:
 
 def load_for_inference(out_dir: str):
     """(model, tokenizer) from a run: its Hugging Face export, else its latest DDP checkpoint."""
-    from transformers import AutoTokenizer, GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = Path(out_dir)
     if (out / "hf_model" / "config.json").exists():
-        model = GPT2LMHeadModel.from_pretrained(str(out / "hf_model"), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(out / "hf_model"), local_files_only=True)
         return model, AutoTokenizer.from_pretrained(str(out / "hf_model"), local_files_only=True)
     ckpt = _latest_checkpoint(out)
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)

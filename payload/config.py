@@ -36,11 +36,56 @@ PRESETS: dict[str, dict[str, int]] = {
     "gpt2-xl": dict(n_layer=48, n_head=25, n_embd=1600),  # 1558M
 }
 
+# Llama-architecture presets (transformers LlamaConfig keyword arguments), trained as the transformers module
+# itself. The vocabulary comes from the run's tokenizer (rounded up to a multiple of 64), as for GPT-2.
+LLAMA_PRESETS: dict[str, dict[str, Any]] = {
+    # CPU tests: grouped-query attention (4 query heads, 2 key/value heads), SwiGLU, an untied output layer,
+    # so every term of the FLOP count differs from GPT-2's.
+    "llama-tiny": dict(
+        hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=8192, tie_word_embeddings=False,
+    ),
+    # ~125M: the shape of HuggingFaceTB/SmolLM-135M (its config.json; 134.5M with its 49152-token vocabulary).
+    "llama-125m": dict(
+        hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+        num_key_value_heads=3, max_position_embeddings=2048, tie_word_embeddings=True, rms_norm_eps=1e-5,
+    ),
+    # ~1B: the shape of meta-llama/Llama-3.2-1B (its config.json: 1.24B with its 128256-token vocabulary),
+    # without its llama3 RoPE scaling and with 8192 positions (the payload's longest block) instead of 131072.
+    "llama-1b": dict(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, max_position_embeddings=8192, tie_word_embeddings=True,
+        rms_norm_eps=1e-5, rope_theta=500000.0,
+    ),
+}  # fmt: skip
+
+# The longest training sequence the payload takes (issue #36); a model's own positions may allow fewer.
+MAX_BLOCK = 8192
+GPT2_POSITIONS = 1024
+
+
+def is_model_dir(model: str) -> bool:
+    """`--model` names a directory with a Hugging Face config.json rather than a preset: a path has a `/` or
+    starts with `.` (the launch role's rule, plugins/module_utils/train_launch.py; presets never do)."""
+    return "/" in model or model.startswith(".")
+
+
+def preset_positions(model: str, init_from: str = "") -> int:
+    """The longest block a preset allows. MAX_BLOCK for a directory or with `init_from`: their config.json is
+    read on the nodes, where building the model checks its own positions (model.check_block_size)."""
+    if init_from:
+        return MAX_BLOCK
+    if model in PRESETS:
+        return GPT2_POSITIONS
+    if model in LLAMA_PRESETS:
+        return min(MAX_BLOCK, LLAMA_PRESETS[model]["max_position_embeddings"])
+    return MAX_BLOCK
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "engine": ("ddp", "deepspeed", "fsdp"),
     "dtype": ("auto", "float32", "bfloat16"),
     "backend": ("auto", "nccl", "gloo"),
-    "model": tuple(PRESETS),
     "compile": ("auto", "true", "false"),
     "compile_mode": ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"),
     "model_impl": ("fast", "hf"),
@@ -61,7 +106,7 @@ class TrainConfig:
     tokenizer: str = ""  # local GPT-2 tokenizer dir; empty: train a byte-level BPE on the corpus
     vocab_size: int = 8192  # vocabulary of the trained BPE (ignored with a given tokenizer)
     # --- model
-    model: str = "tiny"  # architecture preset (see PRESETS)
+    model: str = "tiny"  # preset (PRESETS: GPT-2; LLAMA_PRESETS) or a directory with a Hugging Face config.json
     init_from: str = ""  # local Hugging Face model directory with pretrained weights (overrides `model`)
     block_size: int = 128  # tokens per training sequence
     dropout: float = 0.0
@@ -126,7 +171,16 @@ class TrainConfig:
         for key in ("warmup_steps", "eval_interval", "ckpt_interval", "stop_after", "threads", "ce_chunk"):
             need(getattr(self, key) >= 0, key, "must be >= 0")
         need(self.vocab_size >= 300, "vocab_size", "must be >= 300 (256 bytes + merges + specials)")
-        need(self.block_size <= 1024, "block_size", "GPT-2 has 1024 positions")
+        models = ", ".join((*PRESETS, *LLAMA_PRESETS))
+        need(
+            self.model in PRESETS or self.model in LLAMA_PRESETS or is_model_dir(self.model),
+            "model",
+            f"must be one of {models}, or a directory with a Hugging Face config.json (a path: ./dir)",
+        )
+        limit = preset_positions(self.model, self.init_from)
+        name = self.init_from or self.model
+        why = "GPT-2 has 1024 positions" if limit == GPT2_POSITIONS else f"{name} takes at most {limit} positions"
+        need(self.block_size <= limit, "block_size", why)
         need(self.warmup_steps <= self.max_steps, "warmup_steps", "must be <= max_steps")
         need(self.lr > 0, "lr", "must be > 0")
         need(0 <= self.min_lr <= self.lr, "min_lr", "must be between 0 and lr")
@@ -384,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "CHOICES",
+    "LLAMA_PRESETS",
+    "MAX_BLOCK",
     "PRESETS",
     "CheckpointsConfig",
     "ConfigError",
@@ -397,7 +453,9 @@ __all__ = [
     "describe",
     "field",
     "from_dict",
+    "is_model_dir",
     "parse_args",
+    "preset_positions",
     "resolve",
     "to_dict",
     "usage_error",

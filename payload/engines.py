@@ -1,6 +1,6 @@
-"""The two ways to run the same training step: torch DDP, or a DeepSpeed ZeRO engine.
+"""The three ways to run the same training step: torch DDP, FSDP2, or a DeepSpeed ZeRO engine.
 
-Both expose the same small surface to train.py: `forward_backward` (one micro-batch), `step` (optimizer
+All three expose the same small surface to train.py: `forward_backward` (one micro-batch), `step` (optimizer
 step at an accumulation boundary), `evaluate_loss`, `save`/`load` of a checkpoint and `export_hf`.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .config import TrainConfig
-from .model import as_hf, is_fast, model_loss, param_groups, save_hf
+from .model import as_hf, decoder_layers, is_fast, model_loss, param_groups, save_hf
 
 
 def use_compile(cfg: TrainConfig, device: torch.device) -> bool:
@@ -264,8 +264,9 @@ def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None
 
     state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    # lm_head.weight is tied to the token embedding and is stored once.
-    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+    # A tied lm_head.weight is the token embedding, stored once; an untied one (Llama presets) must be there.
+    tied = getattr(model.config, "tie_word_embeddings", True)
+    if unexpected or [k for k in missing if not (tied and k == "lm_head.weight")]:
         raise RuntimeError(f"checkpoint does not match the model: missing {missing}, unexpected {unexpected}")
     model = as_hf(model)
     model.tie_weights()
@@ -308,7 +309,7 @@ class FSDPEngine(_TorchEngine):
 
     def __init__(self, model, cfg: TrainConfig, device: torch.device, world_size: int, bf16: bool):
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
         self.cfg, self.device = cfg, device
         self.fast = is_fast(model)
@@ -317,9 +318,12 @@ class FSDPEngine(_TorchEngine):
         # bf16 compute, fp32 master weights and gradient reduction (what autocast gives DDP)
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
         opts = dict(mesh=mesh, mp_policy=mp) if mp else dict(mesh=mesh)
-        for block in model.transformer.h:
-            fully_shard(block, **opts)
-        fully_shard(model, **opts)  # the rest: embeddings (tied to the output layer), final norm
+        for layer in decoder_layers(model):  # each decoder layer its own unit, whatever the architecture
+            fully_shard(layer, **opts)
+        fully_shard(model, **opts)  # the rest: embeddings, output layer (tied or not), final norm
+        # For the log: the units fully_shard made below the root (it re-classes a LlamaDecoderLayer as FSDP...)
+        units = [m for m in model.modules() if isinstance(m, FSDPModule) and m is not model]
+        self.units = [type(m).__name__.removeprefix("FSDP") for m in units]
         self.raw = model
         self.compiled = use_compile(cfg, device)
         self.model = compiled(model, cfg) if self.compiled else model

@@ -1,4 +1,5 @@
-"""GPT-2 model construction, optimizer parameter groups, LR schedule and MFU arithmetic."""
+"""Model construction (GPT-2, or any Hugging Face decoder-only config), optimizer parameter groups, LR
+schedule and MFU arithmetic."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from .config import PRESETS, TrainConfig
+from .config import LLAMA_PRESETS, MAX_BLOCK, PRESETS, TrainConfig
 
 WEIGHT_FILES = (
     "model.safetensors",
@@ -21,10 +22,101 @@ def has_weights(path: str) -> bool:
     return bool(path) and any((Path(path) / name).exists() for name in WEIGHT_FILES)
 
 
+def _model_type(path: str) -> str:
+    import json
+
+    return json.loads((Path(path) / "config.json").read_text()).get("model_type", "")
+
+
+def is_gpt2_run(cfg: TrainConfig) -> bool:
+    """GPT-2 (the compact module or GPT2LMHeadModel) rather than another Hugging Face architecture."""
+    if has_weights(cfg.init_from):
+        return _model_type(cfg.init_from) == "gpt2"
+    return cfg.model in PRESETS
+
+
+def hf_config(cfg: TrainConfig, vocab_size: int, eos_id: int):
+    """The transformers config of a non-GPT-2 run: a Llama preset, or `--model=DIR`'s config.json (read
+    offline). A preset's vocabulary is the tokenizer's, rounded up to a multiple of 64; a config.json keeps its
+    own, which must hold the tokenizer's."""
+    from transformers import AutoConfig, LlamaConfig
+
+    if cfg.model in LLAMA_PRESETS:
+        return LlamaConfig(
+            vocab_size=-(-vocab_size // 64) * 64,
+            bos_token_id=eos_id,
+            eos_token_id=eos_id,
+            attention_dropout=cfg.dropout,
+            **LLAMA_PRESETS[cfg.model],
+        )
+    path = Path(cfg.model).expanduser()
+    if not (path / "config.json").is_file():
+        raise ValueError(f"--model={cfg.model}: no config.json there (a preset name, or a Hugging Face model dir)")
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    if config.vocab_size < vocab_size:
+        raise ValueError(f"--model={cfg.model}: vocab_size {config.vocab_size} < the tokenizer's {vocab_size} tokens")
+    if hasattr(config, "attention_dropout"):
+        config.attention_dropout = cfg.dropout
+    return config
+
+
+def positions(config) -> int | None:
+    """The positions a config declares (max_position_embeddings, GPT-2's n_positions), if any."""
+    for key in ("max_position_embeddings", "n_positions"):
+        if isinstance(getattr(config, key, None), int):
+            return getattr(config, key)
+    return None
+
+
+def check_block_size(config, block_size: int, name: str) -> None:
+    """Refuse a block the model's positions do not allow, or above the payload's MAX_BLOCK."""
+    limit = min(MAX_BLOCK, positions(config) or MAX_BLOCK)
+    if block_size > limit:
+        why = f"{name} has {positions(config)} positions" if limit < MAX_BLOCK else f"the limit is {MAX_BLOCK}"
+        raise ValueError(f"--block_size={block_size}: {why} (max_position_embeddings); use --block_size<={limit}")
+
+
+def build_hf_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
+    """Any Hugging Face decoder-only model (Llama, Mistral, Qwen, ...) as transformers builds it: weights from
+    `init_from` if it has any, else random init from the preset or config.json. fp32 master weights, SDPA."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    opts = dict(attn_implementation="sdpa", dtype=torch.float32)
+    try:
+        if has_weights(cfg.init_from):
+            model = AutoModelForCausalLM.from_pretrained(cfg.init_from, local_files_only=True, **opts)
+            if model.config.vocab_size < vocab_size:
+                have = model.config.vocab_size
+                raise ValueError(f"{cfg.init_from}: model vocabulary {have} < tokenizer {vocab_size}")
+            log(f"model: pretrained weights from {cfg.init_from} ({type(model).__name__})")
+        else:
+            if cfg.init_from:
+                log(f"model: no local weights in {cfg.init_from!r}; building {cfg.model!r} from config (random init)")
+            config = hf_config(cfg, vocab_size, eos_id)
+            model = AutoModelForCausalLM.from_config(config, **opts)
+            log(f"model: building {cfg.model!r} ({type(model).__name__}) from config (random init)")
+    except ValueError as e:
+        # An encoder or encoder-decoder config; transformers' own message lists every causal LM (pages long).
+        if "Unrecognized configuration class" in str(e):
+            name = f"--init_from={cfg.init_from}" if has_weights(cfg.init_from) else f"--model={cfg.model}"
+            raise ValueError(f"{name}: not a decoder-only (causal LM) config: AutoModelForCausalLM has none") from e
+        raise
+    check_block_size(model.config, cfg.block_size, cfg.init_from or cfg.model)
+    if cfg.model_impl == "fast":  # the default: say once why it does not apply
+        log(f"model: the transformers {type(model).__name__} (model_impl=fast is GPT-2's compact module only)")
+    if cfg.grad_checkpoint:  # per decoder layer, non-reentrant (works under FSDP2 and DeepSpeed)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    return model
+
+
 def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
     """The model to train: pretrained weights from `init_from` if it has any, else the preset from config
-    (random init). `model_impl=fast` gives the compact GPT-2 of payload/gpt2.py (Hugging Face state dict
-    format), `hf` the transformers GPT2LMHeadModel itself."""
+    (random init). GPT-2: `model_impl=fast` gives the compact GPT-2 of payload/gpt2.py (Hugging Face state dict
+    format), `hf` the transformers GPT2LMHeadModel itself. Any other architecture: build_hf_model."""
+    if not is_gpt2_run(cfg):
+        return build_hf_model(cfg, vocab_size, eos_id, log)
     from transformers import GPT2Config, GPT2LMHeadModel
 
     drop = dict(resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout)
@@ -32,6 +124,7 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
         model = GPT2LMHeadModel.from_pretrained(cfg.init_from, local_files_only=True, **drop)
         if model.config.vocab_size < vocab_size:
             raise ValueError(f"{cfg.init_from}: model vocabulary {model.config.vocab_size} < tokenizer {vocab_size}")
+        check_block_size(model.config, cfg.block_size, cfg.init_from)  # config.py allowed MAX_BLOCK for init_from
         log(f"model: pretrained weights from {cfg.init_from}")
     else:
         if cfg.init_from:
@@ -95,12 +188,40 @@ def model_loss(module, x, y, fast: bool):
     return F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
 
 
+def transformers_class(model) -> type:
+    """The transformers class of a module that FSDP2 may have re-classed (fully_shard makes
+    `FSDPLlamaForCausalLM`, a subclass): the name a saved config.json must carry in `architectures`."""
+    return next(c for c in type(model).__mro__ if c.__module__.startswith("transformers."))
+
+
 def save_hf(model, path: str, state: dict | None = None) -> None:
-    """Write a Hugging Face model directory (GPT2LMHeadModel format) from either implementation."""
+    """Write a Hugging Face model directory (loadable by AutoModelForCausalLM) from either implementation."""
     if is_fast(model):
         model.to_hf(state).save_pretrained(path)
-    else:
-        model.save_pretrained(path, state_dict=state)
+        return
+    model.save_pretrained(path, state_dict=state)
+    import json
+
+    config = Path(path) / "config.json"
+    saved = json.loads(config.read_text())
+    saved["architectures"] = [transformers_class(model).__name__]  # not FSDP's subclass name
+    config.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+
+
+def decoder_layers(model) -> list:
+    """The repeated decoder layers of any model, each FSDP2's unit (gathered only for its own forward and
+    backward): the classes transformers names in `_no_split_modules` (LlamaDecoderLayer, Qwen2DecoderLayer,
+    GPT2Block, ...), else the children of the model's largest nn.ModuleList (the compact GPT-2's blocks)."""
+    import torch
+
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if layers:
+        return layers
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    if not lists:
+        raise ValueError(f"{type(model).__name__}: no decoder layers found (no _no_split_modules, no ModuleList)")
+    return list(max(lists, key=lambda ml: sum(p.numel() for p in ml.parameters())))
 
 
 def param_groups(model, weight_decay: float) -> list[dict]:
@@ -126,15 +247,37 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def count_params(model) -> tuple[int, int]:
-    """(all parameters, parameters that take part in the per-token matmuls: without position embeddings)."""
+    """(all parameters, parameters that take part in the per-token matmuls).
+
+    GPT-2: all but the position embeddings (the token embedding is the tied output layer). Any other model:
+    the weights of its nn.Linear layers (query/key/value/output projections at their grouped-query sizes, the
+    SwiGLU gate/up/down, the output layer once whether tied or not); embedding lookups are no matmul."""
+    import torch
+
     total = sum(p.numel() for p in model.parameters())
-    return total, total - model.transformer.wpe.weight.numel()
+    if hasattr(model, "transformer") and hasattr(model.transformer, "wpe"):
+        return total, total - model.transformer.wpe.weight.numel()
+    return total, sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def attention_width(config) -> int:
+    """heads x head_dim: the width of the attention scores' matmuls (hidden_size unless head_dim says else)."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return heads * head_dim
 
 
 def flops_per_token(n_params: int, n_layer: int, n_embd: int, seq_len: int) -> float:
     """Training FLOPs per token (PaLM appendix B): 6N for the weights' forward+backward matmuls plus
-    12*L*d*T for attention scores and their weighted sum (d = heads * head_dim = n_embd)."""
+    12*L*d*T for attention scores and their weighted sum (d = heads * head_dim: n_embd for GPT-2, every query
+    head's for grouped-query attention, whose fewer key/value heads shrink only N)."""
     return 6 * n_params + 12 * n_layer * n_embd * seq_len
+
+
+def model_flops_per_token(model, seq_len: int) -> float:
+    """flops_per_token for a built model of any architecture (count_params' matmul weights)."""
+    config = model.config
+    return flops_per_token(count_params(model)[1], config.num_hidden_layers, attention_width(config), seq_len)
 
 
 def mfu(tokens_per_s: float, flops_per_tok: float, peak_flops: float) -> float:

@@ -1,4 +1,5 @@
-"""GPT-2 pretraining on one or many nodes with torch DDP or DeepSpeed ZeRO, on GPUs or CPUs.
+"""GPT-2 (or any Hugging Face decoder-only model) pretraining on one or many nodes with torch DDP, FSDP2 or
+DeepSpeed ZeRO, on GPUs or CPUs.
 
 Rank, world size and master address come only from the torchrun environment.
 
@@ -24,6 +25,7 @@ Options are --key=value (or --config=file.json|yaml):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import json
@@ -78,10 +80,10 @@ from payload.model import (  # noqa: E402
     build_model,
     count_params,
     device_peak_flops,
-    flops_per_token,
     is_fast,
     lr_at,
     mfu,
+    model_flops_per_token,
 )
 from payload.versions import versions  # noqa: E402
 
@@ -361,23 +363,26 @@ class Trainer:
         # The same initial weights on every rank (DDP and DeepSpeed also broadcast rank 0's), then
         # a different stream per rank for dropout.
         torch.manual_seed(cfg.seed)
-        model = build_model(cfg, len(self.tok), self.tok.convert_tokens_to_ids(D.EOS), log=self.log)
+        try:
+            model = build_model(cfg, len(self.tok), self.tok.convert_tokens_to_ids(D.EOS), log=self.log)
+        except (OSError, ValueError) as e:  # the model's own config: no config.json, too few positions, ...
+            raise RunError(str(e), 2) from e
         torch.manual_seed(cfg.seed + d.rank)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # no tqdm bars in the logs the playbook collects
-        self.n_params, n_matmul = count_params(model)
+        self.n_params = count_params(model)[0]
         mc = model.config
-        self.flops_per_token = flops_per_token(n_matmul, mc.n_layer, mc.n_embd, cfg.block_size)
+        self.flops_per_token = model_flops_per_token(model, cfg.block_size)
         self.peak_flops, peak_src = device_peak_flops(d.device, self.bf16, torch.get_num_threads(), cfg.peak_tflops)
         self.log(
-            f"model: {self.n_params / 1e6:.1f}M parameters, {mc.n_layer} layers, {mc.n_embd} wide, "
+            f"model: {self.n_params / 1e6:.1f}M parameters, {mc.num_hidden_layers} layers, {mc.hidden_size} wide, "
             f"{'bfloat16 autocast' if self.bf16 else 'float32'}; peak {self.peak_flops / 1e12:.2f} "
             f"TFLOPS/rank ({peak_src})"
         )
         self.log(
             "model: "
-            + ("compact GPT-2 (payload/gpt2.py, HF state dict format)" if is_fast(model) else "HF GPT2LMHeadModel")
+            + ("compact GPT-2 (payload/gpt2.py, HF state dict format)" if is_fast(model) else type(model).__name__)
             + f", vocabulary {mc.vocab_size} (tokenizer {len(self.tok)})"
             + (", activation checkpointing" if cfg.grad_checkpoint else "")
         )
@@ -400,6 +405,9 @@ class Trainer:
             self.engine = engine(model, cfg, d.device, d.world_size, self.bf16)
             mode = f", mode {cfg.compile_mode}" if self.engine.compiled else ""
             self.log(f"torch.compile: {'on' if self.engine.compiled else 'off'}{mode} (--compile={cfg.compile})")
+            if cfg.engine == "fsdp":
+                units = collections.Counter(self.engine.units).items()
+                self.log(f"fsdp: units {', '.join(f'{n} x {name}' for name, n in units) or 'none'} + the rest")
 
     def _setup_resume(self) -> None:
         """The step to start from: 0, or that of the checkpoint this launch resumes."""

@@ -54,6 +54,17 @@ def test_unreadable_tokenizer(tmp_path, corpus):
     _failed(proc, out, 2, "unreadable tokenizer")
 
 
+def test_model_dir_whose_vocabulary_is_too_small(tmp_path, corpus, tokenizer_dir, token_cache):
+    """`--model=DIR` keeps its config.json's vocabulary: one that cannot hold the tokenizer's is a usage error."""
+    from transformers import LlamaConfig
+
+    shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+    LlamaConfig(vocab_size=256, **shape).save_pretrained(tmp_path / "model")
+    out = tmp_path / "run"
+    proc = _train(base_args(out, corpus, tokenizer_dir, token_cache, model=tmp_path / "model"))
+    _failed(proc, out, 2, "vocab_size 256 < the tokenizer's 2048 tokens")
+
+
 def test_corrupt_latest_checkpoint_is_quarantined_and_the_one_before_resumes(
     tmp_path, corpus, tokenizer_dir, token_cache
 ):

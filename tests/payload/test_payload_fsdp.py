@@ -14,7 +14,8 @@ COMMON = dict(engine="fsdp", max_steps=12, log_interval=4, dropout=0.1)
 
 def test_fsdp_learns_resumes_exactly_and_exports(launch, tmp_path, corpus, tokenizer_dir, token_cache):
     straight, split = tmp_path / "straight", tmp_path / "split"
-    run_ok(launch, base_args(straight, corpus, tokenizer_dir, token_cache, export_hf="true", **COMMON))
+    log = run_ok(launch, base_args(straight, corpus, tokenizer_dir, token_cache, export_hf="true", **COMMON))
+    assert "fsdp: units 2 x Block + the rest" in log, log[-3000:]
     result = json.loads((straight / "result.json").read_text())
     assert result["status"] == "completed" and result["engine"] == "fsdp" and result["world_size"] == 2
     assert result["final_val_loss"] < result["initial_val_loss"] - 0.5, result
