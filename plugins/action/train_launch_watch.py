@@ -1,6 +1,10 @@
-"""Watch one host's share of a training job (its transient systemd unit) until it ends, a peer's ends badly,
-the host is lost, or the deadline passes. One bounded poll loop; never fails the task itself: the outcome is
-decided afterwards for all hosts at once (filter train_launch_job_outcome).
+"""Watch one host's share of a training job (its transient systemd unit, or its task of the Slurm job's step)
+until it ends, a peer's ends badly, the host is lost, or the deadline passes. One bounded poll loop; never fails the
+task itself: the outcome is decided afterwards for all hosts at once (filter train_launch_job_outcome).
+
+The engines differ only in what a poll reads of the host's share (module_utils train_launch.poll_script): systemd's
+unit properties, or the node's step record and Slurm's record of the job. A Slurm job may first wait in the queue
+(`pending`): that time does not count against the deadline, up to `queue_timeout` seconds.
 
 Hosts tell each other through files on the controller (`signal_dir/<host>.json`): a unit that failed on one
 host (or a host lost for `lost_after` seconds) ends the watch everywhere at the next poll, so the role stops
@@ -19,6 +23,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as filters
 
 display = Display()
@@ -29,7 +34,14 @@ class ActionModule(ActionBase):
     _requires_connection = True
 
     def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
-        script = filters.poll_script(args["unit"], args["run_dir"], args["fabric_if"], args.get("launch_id", ""))
+        script = filters.poll_script(
+            args["unit"],
+            args["run_dir"],
+            args["fabric_if"],
+            args.get("launch_id", ""),
+            args.get("engine", "systemd"),
+            str(args.get("job_id", "")),
+        )
         result = self._execute_module(
             module_name="ansible.builtin.command",
             module_args={"argv": ["sh", "-c", script]},
@@ -73,10 +85,13 @@ class ActionModule(ActionBase):
         deadline, interval = float(args["deadline"]), float(args.get("poll_interval", 10))
         lost_after, launched = float(args.get("lost_after", 30)), float(args["launched"])
         signal_dir, progress = args["signal_dir"], boolean(args.get("progress", False), strict=False)
+        queue_timeout = float(args.get("queue_timeout") or 0)
         job = {"host": host, "state": "running", "unit": {}, "ended": None, "why": "", "link_down_at": None}
         last_contact, polls, timed_out, peer = time.time(), 0, False, None
         link_grace = float(args.get("link_grace", 45))
         nodes, min_nodes = list(args.get("nodes") or []), int(args.get("min_nodes") or 0)
+        # Seconds the Slurm job waited in the queue: they do not count against the deadline.
+        pending_s, pending_since = 0.0, None
         while True:
             polls += 1
             lost = ""
@@ -94,15 +109,35 @@ class ActionModule(ActionBase):
                     )
                 else:
                     job["link_down_at"] = None
+                    # The Slurm engine: the cause Slurm gives (a time limit, a failed node, a held job).
+                    job["why"] = props.get("Why", "")
+                if job["state"] == "pending":
+                    pending_since = pending_since or time.time()
+                    waited = pending_s + time.time() - pending_since
+                    if queue_timeout and waited > queue_timeout:
+                        job["state"] = "failed"
+                        job["why"] = (
+                            f"Slurm job {props.get('JobId', '?')} still {props.get('JobState', 'PENDING')} "
+                            f"({props.get('Reason') or 'no reason given'}) after {waited:.0f} s in the queue "
+                            "(train_launch_slurm_queue_timeout)"
+                        )
+                elif pending_since is not None:
+                    pending_s += time.time() - pending_since
+                    pending_since = None
                 if progress:
                     job["metrics"] = metrics
-                    ended = len(self._peer_records(signal_dir)) + int(job["state"] != "running")
+                    ended = len(self._peer_records(signal_dir)) + int(job["state"] not in ("running", "pending"))
                     hosts = int(args.get("hosts", 1))
                     # launched <= 0 (a status look at a detached run): count from the unit's start.
                     started = filters.systemd_time(props.get("ExecMainStartTimestamp", ""))
                     since = launched if launched > 0 else started or time.time()
                     elapsed = time.time() - since
-                    display.display(filters.progress_line(elapsed, hosts - ended, hosts, metrics, args["max_steps"]))
+                    if job["state"] == "pending":
+                        display.display(slurm_launch.queued_line(elapsed, props))
+                    else:
+                        display.display(
+                            filters.progress_line(elapsed - pending_s, hosts - ended, hosts, metrics, args["max_steps"])
+                        )
             except (AnsibleConnectionFailure, AnsibleError) as e:
                 lost = str(e)[:200]
                 if time.time() - last_contact > lost_after:
@@ -114,7 +149,7 @@ class ActionModule(ActionBase):
                 job["ended"] = last_contact
                 self._signal(signal_dir, host, job)
                 break
-            if job["state"] != "running":
+            if job["state"] not in ("running", "pending"):
                 job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
                 if job["link_down_at"] is not None:
                     job["ended"] = min(job["ended"], job["link_down_at"])
@@ -129,9 +164,12 @@ class ActionModule(ActionBase):
                 # Out of touch while a peer's job ended: the peer may have failed because this host went away
                 # (a host that shuts down ends its torchrun, which ends the others'). Keep polling until the
                 # host answers again or stays silent for lost_after (then it is the one to name).
-            if time.time() > deadline:
+            waiting = pending_s + (time.time() - pending_since if pending_since is not None else 0.0)
+            if time.time() > deadline + waiting:
                 timed_out = True
                 break
             time.sleep(interval)
-        result.update(job=job, polls=polls, timed_out=timed_out, peer_failed=peer, changed=False)
+        result.update(
+            job=job, polls=polls, timed_out=timed_out, peer_failed=peer, queued_s=round(pending_s, 1), changed=False
+        )
         return result

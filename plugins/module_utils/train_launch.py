@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 # Payload keys the role sets itself from its own variables (staged paths, the run directory).
@@ -284,7 +285,7 @@ _LOST = ("unreachable", "missing")
 def _losses(jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int) -> tuple[list[str], str]:
     """The hosts lost for good among `jobs` and why the job cannot go on without them ("" when it can: every
     ended host is lost, not node 0, which holds the rendezvous, and at least min_nodes are left)."""
-    ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed")}
+    ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed", "pending")}
     lost = sorted(h for h, j in ended.items() if j.get("state") in _LOST)
     if not lost or not min_nodes or min_nodes >= len(nodes):
         return lost, "no min_nodes"
@@ -380,14 +381,24 @@ def job_outcome(
 
         order = sorted(failed.items(), key=rank)
         first_host, first = order[0]
+        slurm = (first.get("unit") or {}).get("Engine") == "slurm"
         if first.get("why"):
             why = first["why"]
         elif first.get("state") == "unreachable":
             why = "unreachable"
         elif first.get("state") == "stopped":
-            why = "its unit was stopped (train_stop.yml or systemctl stop)"
+            why = (
+                "its Slurm job was cancelled (train_stop.yml or scancel)"
+                if slurm
+                else "its unit was stopped (train_stop.yml or systemctl stop)"
+            )
         elif first.get("state") == "missing":
-            why = "its unit is gone (stopped by train_stop.yml, or the host restarted)"
+            why = (
+                "Slurm has no record of its job and the node none of its step (cancelled before it started, or "
+                "forgotten MinJobAge after it ended)"
+                if slurm
+                else "its unit is gone (stopped by train_stop.yml, or the host restarted)"
+            )
         else:
             why = f"torchrun {_exit_text(first.get('unit', {}))}"
             if first.get("workers"):
@@ -402,6 +413,15 @@ def job_outcome(
         return {"outcome": "completed", "message": "ok", "first_failed": None, "lost": []}
     if deadline_passed:
         return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None, "lost": []}
+    if jobs and all(j.get("state") == "pending" for j in jobs.values()):
+        unit = next(iter(jobs.values())).get("unit") or {}
+        return {
+            "outcome": "pending",
+            "message": f"Slurm job {unit.get('JobId', '?')} waits in the queue "
+            f"({unit.get('JobState', 'PENDING')}, {unit.get('Reason') or 'no reason given'})",
+            "first_failed": None,
+            "lost": [],
+        }
     return {"outcome": "running", "message": "ok", "first_failed": None, "lost": []}
 
 
@@ -569,6 +589,7 @@ def manifest_nodes(nodes: list[str], play_hosts_all: list[str], hostvars: Any) -
                 "command": hv.get("__train_launch_command") or [],
                 "versions": hv.get("__train_launch_versions") or {},
                 "unit": hv.get("__train_launch_unit"),
+                "slurm_node": hv.get("__train_launch_slurm_node"),
                 "job": watch.get("job"),
                 "stopped": bool(stop.get("changed", False)),
                 "checkpoints": sorted(f["path"] for f in ckpts.get("files") or []),
@@ -597,16 +618,30 @@ PROPS = (
 )
 
 
-def poll_script(unit: str, run_dir: str, fabric_if: str, launch_id: str) -> str:
-    """The watch's one shell command per poll (parse_poll splits its output): the unit's properties, the fabric
-    link state, rank 0's latest metrics and the worker failures torchrun logged in this launch. A unit released
-    after collection (collect.yml) is read from the record saved beside its logs, logs/unit.show."""
+def poll_script(
+    unit: str, run_dir: str, fabric_if: str, launch_id: str, engine: str = "systemd", job_id: str = ""
+) -> str:
+    """The watch's one shell command per poll (parse_poll splits its output): the host's share of the job (the
+    systemd engine: its unit's properties, read from the record saved beside its logs, logs/unit.show, once the unit
+    was released after collection; the Slurm engine: slurm_launch.poll_head), then poll_tail."""
+    if engine == "slurm":
+        head = slurm_launch.poll_head(job_id, run_dir)
+    else:
+        q, saved = shlex.quote(unit), shlex.quote(run_dir + "/logs/unit.show")
+        head = (
+            f"p=$(systemctl show {q} --timestamp=us+utc -p {PROPS}); "
+            f"if printf '%s\\n' \"$p\" | grep -qx LoadState=not-found && [ -s {saved} ]; then cat {saved}; "
+            "else printf '%s\\n' \"$p\"; fi; "
+        )
+    return head + poll_tail(run_dir, fabric_if, launch_id)
+
+
+def poll_tail(run_dir: str, fabric_if: str, launch_id: str) -> str:
+    """What both engines' polls read after the host's share: the fabric link state, rank 0's latest metrics and the
+    worker failures torchrun logged in this launch (after its marker in logs/torchrun.log)."""
     marker = f"=== launch {launch_id} ==="
-    q, saved = shlex.quote(unit), shlex.quote(run_dir + "/logs/unit.show")
     return (
-        f"p=$(systemctl show {q} --timestamp=us+utc -p {PROPS}); "
-        f"if printf '%s\\n' \"$p\" | grep -qx LoadState=not-found && [ -s {saved} ]; then cat {saved}; "
-        "else printf '%s\\n' \"$p\"; fi; echo @@link; "
+        "echo @@link; "
         f"cat /sys/class/net/{shlex.quote(fabric_if)}/operstate 2>/dev/null; echo @@metrics; "
         f"tail -n 20 {shlex.quote(run_dir + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
         f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
@@ -616,7 +651,11 @@ def poll_script(unit: str, run_dir: str, fabric_if: str, launch_id: str) -> str:
 
 
 def unit_state(props: dict[str, str]) -> str:
-    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit)."""
+    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit); a
+    Slurm share (props of slurm_launch.share_props, `Engine=slurm`) by slurm_launch.share_state, which adds
+    `pending` while the job waits in the queue."""
+    if props.get("Engine") == "slurm":
+        return slurm_launch.share_state(props)
     if props.get("LoadState") == "not-found":
         return "missing"
     active = props.get("ActiveState")
@@ -630,12 +669,16 @@ def unit_state(props: dict[str, str]) -> str:
 
 
 def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict]]:
-    """Split the poll command's output: unit properties, the fabric link state, rank 0's latest metrics, and
+    """Split the poll command's output: the host's share (systemd's unit properties, or the Slurm engine's
+    `@@step`/`@@job` head read by slurm_launch.share_props), the fabric link state, rank 0's latest metrics, and
     the worker failures torchrun logged in this launch."""
     props_text, _, rest = stdout.partition("@@link\n")
     link, _, rest = rest.partition("@@metrics\n")
     metrics_text, _, failures_text = rest.partition("@@failures\n")
-    props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
+    if props_text.startswith("@@step\n"):
+        props = slurm_launch.share_props(props_text)
+    else:
+        props = dict(line.split("=", 1) for line in props_text.splitlines() if "=" in line)
     metrics = None
     for line in metrics_text.splitlines():
         try:

@@ -685,6 +685,7 @@ def test_manifest_nodes_in_rank_order_for_the_play_hosts_only() -> None:
         "command": [],
         "versions": {},
         "unit": "u",
+        "slurm_node": None,
         "job": None,
         "stopped": False,
         "checkpoints": [],
