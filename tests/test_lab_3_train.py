@@ -139,8 +139,10 @@ def no_training_processes(hosts: list[str]) -> None:
         assert not left, f"{host} still runs: {left}"
 
 
-@pytest.mark.parametrize("engine", ["ddp", "deepspeed"])
-def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) -> None:
+def test_train_completes_and_collects(lab_cluster, corpus: Path) -> None:
+    """DDP as each host's transient systemd unit (DeepSpeed trains through Slurm below: the engines share all but
+    the start and the watch of the job)."""
+    engine = "ddp"
     run_id = f"e2e-{engine}-{int(time.time())}"
     proc = train(
         "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL)
@@ -160,6 +162,58 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, engine: str) ->
     assert (ARTIFACTS / run_id / "report.md").exists()
     no_training_processes(hosts)
     units_released(hosts, run_id)
+
+
+def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluster, corpus: Path) -> None:
+    """train.yml -e scheduler=slurm: one sbatch job whose srun step runs torchrun on every node (DeepSpeed here),
+    torchrun in the fabric firewall's group as under systemd, the same artifacts, manifest and report as the systemd
+    path plus Slurm's own records. A second launch while the first runs waits in Slurm's queue (its watch says so,
+    and the wait does not count against its deadline), then runs."""
+    hosts, stamp = lab_cluster["hosts"], int(time.time())
+    first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
+    common = ["-e", "scheduler=slurm", "-e", f"data={corpus}", *payload(SMALL)]
+    play = start_train(*common, "-e", "engine=deepspeed", "-e", "steps=30", "-e", f"run_id={first}")
+    try:
+        wait_for_step(play, hosts, first, 5)
+        for host in hosts:
+            procs = ssh(host, "ps", "-eo", "egroup=,args=").stdout.splitlines()
+            torchrun = [line.split()[0] for line in procs if "torchrun" in line and "slurm-step" not in line]
+            assert torchrun and set(torchrun) == {"rdma-llm-train"}, f"{host}: {procs}"
+        queued = train(*common, "-e", "engine=ddp", "-e", "steps=10", "-e", f"run_id={second}")
+    except BaseException:
+        stop(play)
+        raise
+    out = finish(play, 600)
+    assert play.returncode == 0, out[-4000:]
+    flat = " ".join(out.split())
+    match = re.search(rf"run {first} submitted as Slurm job (\d+) \(train-{first}\)", flat)
+    assert match, out[-4000:]
+    job = match.group(1)
+    manifest = check_artifacts(first, hosts)
+    assert manifest["scheduler"] == "slurm" and manifest["slurm"]["job_id"] == job, manifest
+    assert manifest["slurm"]["nodes"] == hosts and manifest["outcome"] == "completed", manifest
+    report = json.loads((ARTIFACTS / first / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == 30
+    assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
+    assert (ARTIFACTS / first / "loss.png").stat().st_size > 1000
+    for host in hosts:
+        logs = ARTIFACTS / first / host / "logs"
+        step = (logs / f"step-{job}.state").read_text()
+        assert f"host={host}" in step and "rc=0" in step, step
+        assert "JobState=COMPLETED" in (logs / f"slurm-job-{job}.show").read_text()
+    batch_out = (ARTIFACTS / first / hosts[0] / "logs" / f"slurm-{job}.out").read_text()
+    assert f"=== job {job} on " in batch_out and "=== srun exit 0 ===" in batch_out, batch_out
+
+    assert queued.returncode == 0, tail(queued)
+    flat = " ".join(queued.stdout.split())
+    assert re.search(r"queued: Slurm job \d+ PENDING \((Resources|Priority)\)", flat), tail(queued)
+    later = json.loads((ARTIFACTS / second / "manifest.json").read_text())
+    assert later["outcome"] == "completed" and int(later["slurm"]["job_id"]) > int(job), later
+    assert later["slurm"]["queued_s"] > 0, later  # the watch counted the queue apart from the deadline
+    assert json.loads((ARTIFACTS / second / "report.json").read_text())["final_step"] == 10
+    no_training_processes(hosts)
+    idle = ssh(hosts[0], "squeue", "--noheader").stdout.strip()
+    assert idle == "", idle
 
 
 def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:

@@ -407,7 +407,7 @@ def partitions(
     return out
 
 
-def _names(hostvars: Mapping, hosts: list[str]) -> dict[str, str]:
+def host_aliases(hostvars: Mapping, hosts: list[str]) -> dict[str, str]:
     """alias -> inventory host: the inventory name, its short form and the common role's hostname."""
     names = {}
     for h in hosts:
@@ -493,7 +493,7 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
     topo = {"lines": [], "unplaced": [], "notes": []}
     if settings.get("topology", "auto") == "auto":
         switches = list(groups.get(SWITCHES) or [])
-        names = _names(hostvars, nodes) | {sw: sw for sw in switches}
+        names = host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
         topo = topology(switch_ports(hostvars, switches), nodes, names, nodename)
         if topo["unplaced"]:
             raise RuleError(

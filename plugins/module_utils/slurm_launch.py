@@ -62,7 +62,14 @@ def _q(value: Any) -> str:
 
 
 def step_script(
-    host: str, nodename: str, rank: Any, run_id: str, run_dir: str, env: Mapping[str, Any], command: list[str]
+    host: str,
+    nodename: str,
+    rank: Any,
+    run_id: str,
+    run_dir: str,
+    env: Mapping[str, Any],
+    command: list[str],
+    group: str = "",
 ) -> str:
     """One node's share of the job: `<run_dir>/slurm-step.sh`, written on every node with that node's own
     environment and torchrun command line (the same ones the systemd engine gives systemd-run), and run there by the
@@ -72,10 +79,25 @@ def step_script(
     node's record of its share that the watch reads as systemd's unit properties, and appends torchrun's output to
     `logs/torchrun.log` as the systemd engine does. Slurm signals the step's task only (this script: recorded with
     Slurm 22.05 and proctrack/cgroup, `scancel --signal=TERM` and `scancel` reached it and not its children), so it
-    hands SIGTERM and SIGINT to torchrun, which passes them to its workers: the payload checkpoints."""
+    hands SIGTERM and SIGINT to torchrun, which passes them to its workers: the payload checkpoints.
+
+    `group`: the fabric firewall's group for the training processes (the systemd engine's unit `Group=`): torchrun
+    runs with it as its real and effective group (`setpriv --regid`, where the step runs as root, as the lab's and
+    most training sites' jobs do), so the firewall's rule on that group's sockets holds for this job too; a job of
+    another user keeps its own groups and the log says the rule does not cover it."""
     bad = [k for k in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k))]
     if bad:
         raise RuleError(f"{host}: environment names must be shell names, got {bad}")
+    if group and not re.fullmatch(r"[a-z_][a-z0-9_-]*\$?", str(group)):
+        raise RuleError(f"{host}: {group!r} is not a group name")
+    as_group = (
+        f'if [ "$(id -u)" = 0 ] && getent group {_q(group)} >/dev/null; then\n'
+        f'  as="setpriv --regid={group} --keep-groups --"\n'
+        f'else echo "{host}: the fabric firewall\'s rule for group {group} does not cover this job (uid $(id -u))" '
+        ">> logs/torchrun.log\nfi"
+        if group
+        else ""
+    )
     exports = "\n".join(f"export {k}={_q(v)}" for k, v in env.items())
     argv = " ".join(_q(a) for a in command)
     state = '"logs/step-${SLURM_JOB_ID}.state"'
@@ -92,10 +114,12 @@ printf 'host=%s\\nnode=%s\\njob=%s\\nstart=%s\\n' {_q(host)} "$SLURMD_NODENAME" 
 # RDMA registers memory: the job's limits are slurmd's (sbatch --propagate=NONE); raise memlock where they allow it.
 ulimit -l unlimited 2>/dev/null || echo "{host}: memlock stays at $(ulimit -l) KiB" >> logs/torchrun.log
 {exports}
+as=
+{as_group}
 pid= got=
 trap 'got=TERM; [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null' TERM
 trap 'got=INT; [ -z "$pid" ] || kill -INT "$pid" 2>/dev/null' INT
-{argv} >> logs/torchrun.log 2>&1 &
+$as {argv} >> logs/torchrun.log 2>&1 &
 pid=$!
 [ -z "$got" ] || kill -"$got" "$pid" 2>/dev/null
 wait "$pid"; rc=$?
@@ -561,18 +585,24 @@ def nodes(run: Runner) -> str:
     return out
 
 
-def aliases(hosts: list[str], hostvars: Any) -> dict[str, list[str]]:
-    """Each launch host's names Slurm may know it by (node_map): its short hostname as the host reports it
-    (`__train_launch_reg_hostname`), its inventory name and short form, ansible_host and its fabric address."""
+def aliases(
+    hosts: list[str],
+    hostvars: Any,
+    hostname_var: str = "__train_launch_reg_hostname",
+    fabric_ip_var: str = "__train_launch_fabric_ip",
+) -> dict[str, list[str]]:
+    """Each host's names Slurm may know it by (node_map): its short hostname as the host reports it (the
+    registered `hostname -s` in `hostname_var`), its inventory name and short form, ansible_host and its fabric
+    address (`fabric_ip_var`). The launch's variables by default; the ladder's slurm rung names its own."""
     out = {}
     for host in hosts:
         hv = hostvars.get(host, {})
         names = [
-            str((hv.get("__train_launch_reg_hostname") or {}).get("stdout", "")).strip(),
+            str((hv.get(hostname_var) or {}).get("stdout", "")).strip(),
             host,
             host.split(".")[0],
             str(hv.get("ansible_host") or ""),
-            str(hv.get("__train_launch_fabric_ip") or ""),
+            str(hv.get(fabric_ip_var) or ""),
         ]
         out[host] = list(dict.fromkeys(n for n in names if n))
     return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as slurm_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_stack_nccl import parse_nccl_log
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.validate_pairing import (
@@ -85,7 +87,7 @@ def _rung_from_checks(name, checks, value=None, threshold=None, unit=None, skip_
     failed = [c for c in checks if c["status"] == "fail"]
     if failed:
         status = "fail"
-        reason = "; ".join(f"{c['host']}: {c['detail']}" for c in failed[:6])
+        reason = "; ".join((f"{c['host']}: " if c["host"] else "") + c["detail"] for c in failed[:6])
     elif checks and all(c["status"] == "skip" for c in checks):
         status = "skip"
         reason = skip_reason or "; ".join(sorted({c["detail"] for c in checks}))
@@ -669,6 +671,84 @@ def evaluate_host_errors(name, errors, hosts, pass_reason=None, unreachable=None
                              unit="hosts", pass_reason=pass_reason)  # fmt: skip
 
 
+def slurm_topology(hostvars, groups, found, mode="auto"):
+    """The topology.conf lines the inventory gives (the slurm role's rule, module_utils/slurm.py `topology`, from
+    the switches' RoCE ports), with each node under the NodeName Slurm knows it by (`found`: host -> its
+    `scontrol show node` fields, slurm_launch.node_map; a node not found keeps its short name). None where the
+    role writes no topology.conf (slurm_topology: none, or no switch in the inventory)."""
+    if mode != "auto":
+        return None
+    nodes = list(groups.get(slurm_rules.NODES) or [])
+    switches = list(groups.get(slurm_rules.SWITCHES) or [])
+    if not switches:
+        return None
+    nodename = {h: (found.get(h) or {}).get("NodeName") or h.split(".")[0] for h in nodes}
+    names = slurm_rules.host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
+    return slurm_rules.topology(slurm_rules.switch_ports(hostvars, switches), nodes, names, nodename)["lines"]
+
+
+# A node the ladder's srun may use: idle (a node running another job would share the ladder's stress tests).
+SLURM_READY = ("IDLE",)
+
+
+def evaluate_slurm(nodes, topology_text, srun, hosts, aliases, expected_topology=None, skip_reason=None):
+    """The scheduler: every node of the ladder is a Slurm node, idle and neither down nor drained (a node
+    rdma-node-check drained is named with the check's reason), one `srun` step answers from every node (its
+    SLURMD_NODENAME), and the topology Slurm reports (`scontrol show topology`) equals the inventory's
+    (slurm_topology's lines; None: no topology.conf is expected).
+
+    nodes, srun: {"rc", "stdout", "stderr"} of `scontrol show nodes --oneliner` and of the step; aliases: host ->
+    the names Slurm may know it by (slurm_launch.aliases)."""
+    if skip_reason:
+        return make_rung("slurm", "skip", reason=skip_reason, unit="hosts", threshold=len(hosts))
+    if nodes.get("rc") != 0:
+        why = " ".join((nodes.get("stderr") or nodes.get("msg") or "").split())[-300:]
+        return make_rung(
+            "slurm", "fail", reason=f"scontrol show nodes failed: {why}", unit="hosts", threshold=len(hosts),
+            value=0, bad_hosts=[],
+        )  # fmt: skip
+    found = slurm_launch.node_map(nodes.get("stdout") or "", aliases)
+    answered = set((srun.get("stdout") or "").split())
+    srun_error = " ".join((srun.get("stderr") or "").split())[-300:] or f"srun exit {srun.get('rc')}"
+    checks = []
+    for host in hosts:
+        fields = found.get(host)
+        if not fields:
+            names = ", ".join(aliases.get(host) or [host])
+            checks.append(_check(host, "slurm node", "fail", f"not a Slurm node (none is named {names})"))
+            continue
+        name, words = fields.get("NodeName", "?"), slurm_launch.node_words(fields)
+        reason = f": {fields['Reason']}" if fields.get("Reason") else ""
+        if [w for w in words if w in slurm_launch.UNUSABLE]:
+            checks.append(_check(host, "slurm node", "fail", f"Slurm node {name} is {fields.get('State')}{reason}"))
+        elif words[:1] != ["IDLE"]:
+            checks.append(
+                _check(host, "slurm node", "fail", f"Slurm node {name} is {fields.get('State')}, not idle: a job runs")
+            )
+        else:
+            checks.append(_check(host, "slurm node", "pass", f"Slurm node {name} idle"))
+        if name in answered:
+            checks.append(_check(host, "srun", "pass", f"srun step ran on {name}"))
+        else:
+            checks.append(_check(host, "srun", "fail", f"srun step did not run on {name}: {srun_error}"))
+    if expected_topology is not None:
+        differences = slurm_launch.topology_differences(list(expected_topology), topology_text or "")
+        checks.append(
+            _check("", "topology", "fail" if differences else "pass", "; ".join(differences) or "as the inventory")
+        )
+    good = [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+    topo = next((c for c in checks if c["check"] == "topology"), None)
+    return _rung_from_checks(
+        "slurm",
+        checks,
+        value=len(good),
+        threshold=len(hosts),
+        unit="hosts",
+        pass_reason="topology " + ("as the inventory" if topo else "not configured (no topology.conf)"),
+        nodes={h: f.get("NodeName") for h, f in found.items()},
+    )
+
+
 # Filter name -> rule (plugins/filter/cluster_validate.py exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
     "cluster_validate_rung": make_rung,
@@ -684,4 +764,6 @@ FILTERS = {
     "cluster_validate_stress_class": stress_class,
     "cluster_validate_train": evaluate_train,
     "cluster_validate_host_errors": evaluate_host_errors,
+    "cluster_validate_slurm": evaluate_slurm,
+    "cluster_validate_slurm_topology": slurm_topology,
 }

@@ -1146,3 +1146,103 @@ def test_probe_keeps_every_nccl_line_the_parser_reads(name: str, tmp_path: Path)
     probe = load_script(ROLE / "files" / "probe.py")
     (tmp_path / "nccl.host.1").write_text(fixture(name))
     assert nccl.parse_nccl_log(probe.nccl_log(tmp_path)) == nccl.parse_nccl_log(_nccl(name))
+
+
+# ------------------------------------------------------------------------------------------- the slurm rung
+
+SLURM_FIX = ROOT / "tests" / "fixtures" / "slurm"
+SLURM_HOSTS = ["mol-slurm-1", "mol-slurm-2"]
+SLURM_ALIASES = {h: [h] for h in SLURM_HOSTS}
+
+
+def _scontrol(*names: str) -> dict:
+    return {"rc": 0, "stdout": "".join((SLURM_FIX / n).read_text() for n in names), "stderr": ""}
+
+
+def _srun(*nodes: str, rc: int = 0, stderr: str = "") -> dict:
+    return {"rc": rc, "stdout": "".join(f"{n}\n" for n in nodes), "stderr": stderr}
+
+
+LEAF_SPINE = [
+    "SwitchName=lab-leaf1 Nodes=mol-slurm-1",
+    "SwitchName=lab-leaf2 Nodes=mol-slurm-2",
+    "SwitchName=lab-spine1 Switches=lab-leaf1,lab-leaf2",
+]
+
+
+def test_slurm_rung_passes_idle_nodes_that_answer_srun_with_the_inventorys_topology() -> None:
+    rung = vr.evaluate_slurm(
+        _scontrol("scontrol_show_nodes_idle.txt"),
+        (SLURM_FIX / "scontrol_show_topology_leaf_spine.txt").read_text(),
+        _srun(*SLURM_HOSTS),
+        SLURM_HOSTS,
+        SLURM_ALIASES,
+        LEAF_SPINE,
+    )
+    assert rung["status"] == "pass" and (rung["value"], rung["threshold"]) == (2, 2), rung
+    assert rung["reason"] == "topology as the inventory" and rung["nodes"] == {h: h for h in SLURM_HOSTS}
+    no_topo = vr.evaluate_slurm(_scontrol("scontrol_show_nodes_idle.txt"), "", _srun(*SLURM_HOSTS), SLURM_HOSTS,
+                                SLURM_ALIASES)  # fmt: skip
+    assert no_topo["status"] == "pass" and no_topo["reason"] == "topology not configured (no topology.conf)"
+
+
+def test_slurm_rung_names_the_drained_node_with_the_checks_reason_and_the_node_srun_missed() -> None:
+    nodes = (SLURM_FIX / "scontrol_show_nodes_idle.txt").read_text().splitlines()[0] + "\n"
+    nodes += (SLURM_FIX / "scontrol_show_node_drained_by_check.txt").read_text()
+    busy = "srun: error: Unable to allocate resources: Requested nodes are busy"
+    rung = vr.evaluate_slurm(
+        {"rc": 0, "stdout": nodes}, "", _srun("mol-slurm-1", rc=1, stderr=busy), SLURM_HOSTS, SLURM_ALIASES
+    )
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["mol-slurm-2"] and rung["value"] == 1, rung
+    assert rung["reason"] == (
+        "mol-slurm-2: Slurm node mol-slurm-2 is IDLE+DRAIN: rdma-node-check: test failure "
+        "[root@2026-11-26T13:06:53]; mol-slurm-2: srun step did not run on mol-slurm-2: " + busy
+    )
+
+
+def test_slurm_rung_fails_a_busy_node_an_unknown_host_and_a_topology_that_differs() -> None:
+    busy = (SLURM_FIX / "scontrol_show_nodes_idle.txt").read_text().replace("State=IDLE", "State=ALLOCATED", 1)
+    hosts = [*SLURM_HOSTS, "lab-node9"]
+    rung = vr.evaluate_slurm(
+        {"rc": 0, "stdout": busy},
+        (SLURM_FIX / "scontrol_show_topology_none.txt").read_text(),
+        _srun(*SLURM_HOSTS),
+        hosts,
+        {**SLURM_ALIASES, "lab-node9": ["lab-node9", "10.0.0.9"]},
+        LEAF_SPINE,
+    )
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["lab-node9", "mol-slurm-1"], rung
+    reason = rung["reason"]
+    assert "mol-slurm-1: Slurm node mol-slurm-1 is ALLOCATED, not idle: a job runs" in reason
+    assert "lab-node9: not a Slurm node (none is named lab-node9, 10.0.0.9)" in reason
+    assert "switch lab-leaf1 is missing in Slurm's topology" in reason  # a cluster-wide check: no host before it
+
+
+def test_slurm_rung_when_slurm_cannot_be_asked_or_is_not_there() -> None:
+    down = {
+        "rc": 1,
+        "stdout": "",
+        "stderr": "slurm_load_node error: Unable to contact slurm controller (connect failure)",
+    }
+    rung = vr.evaluate_slurm(down, "", {}, SLURM_HOSTS, SLURM_ALIASES)
+    assert rung["status"] == "fail"
+    assert rung["reason"] == (
+        "scontrol show nodes failed: slurm_load_node error: Unable to contact slurm controller (connect failure)"
+    )
+    skipped = vr.evaluate_slurm({}, "", {}, SLURM_HOSTS, {}, None, "no Slurm in the inventory")
+    assert skipped["status"] == "skip" and skipped["reason"] == "no Slurm in the inventory"
+
+
+def test_slurm_rung_expects_the_topology_the_slurm_role_writes() -> None:
+    """The inventory's topology (the slurm role's rule) under the NodeNames Slurm reports."""
+    ports = {
+        "lab-leaf1": [{"name": "Ethernet1/1", "description": "lab-node1 rdma0"}, {"description": "lab-spine1 up"}],
+        "lab-leaf2": [{"name": "Ethernet1/1", "description": "lab-node2 rdma0"}, {"description": "lab-spine1 up"}],
+        "lab-spine1": [],
+    }
+    hostvars = {sw: {"nxos_roce_qos_host_interfaces": p} for sw, p in ports.items()}
+    groups = {"rdma_nodes": ["lab-node1", "lab-node2"], "switches": sorted(ports)}
+    found = {"lab-node1": {"NodeName": "mol-slurm-1"}, "lab-node2": {"NodeName": "mol-slurm-2"}}
+    assert vr.slurm_topology(hostvars, groups, found) == LEAF_SPINE
+    assert vr.slurm_topology(hostvars, groups, found, "none") is None
+    assert vr.slurm_topology(hostvars, {"rdma_nodes": ["lab-node1"]}, found) is None
