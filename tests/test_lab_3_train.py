@@ -176,12 +176,13 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     try:
         wait_for_step(play, hosts, first, 5)
         for host in hosts:
-            procs = ssh(host, "ps", "-eo", "egroup=,args=").stdout.splitlines()
+            procs = ssh(host, "ps", "-eo", "egroup:32=,args=").stdout.splitlines()
             torchrun = [line.split()[0] for line in procs if "torchrun" in line and "slurm-step" not in line]
             assert torchrun and set(torchrun) == {"rdma-llm-train"}, f"{host}: {procs}"
         queued = train(*common, "-e", "engine=ddp", "-e", "steps=10", "-e", f"run_id={second}")
     except BaseException:
         stop(play)
+        ssh(hosts[0], "scancel", f"--name=train-{first},train-{second}")  # the jobs outlive the playbooks
         raise
     out = finish(play, 600)
     assert play.returncode == 0, out[-4000:]
