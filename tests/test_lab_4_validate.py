@@ -176,8 +176,13 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     proc = validate_with_traffic(traffic, *SHORT, "-e", f"train_data={corpus}")
     folder, verdict = latest_verdict(before, proc)
     by = rungs(verdict)
-    for name in ("inventory", "reachability", "node_health", "path_mtu", "tcp_bw", "allreduce", "switch"):
+    for name in ("inventory", "reachability", "node_health", "slurm", "path_mtu", "tcp_bw", "allreduce", "switch"):
         assert by[name]["status"] == "pass", by[name]
+    # Slurm: the 3 nodes idle, one srun step on each, and the one-switch topology the switch's ports give.
+    slurm = by["slurm"]
+    assert slurm["nodes"] == {h: h for h in lab3} and slurm["value"] == 3, slurm
+    assert {c["check"] for c in slurm["checks"]} == {"slurm node", "srun", "topology"}, slurm["checks"]
+    assert slurm["reason"] == "topology as the inventory", slurm
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
     health_skips_honestly(by, lab3)
