@@ -179,7 +179,7 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
             procs = ssh(host, "ps", "-eo", "egroup:32=,args=").stdout.splitlines()
             torchrun = [line.split()[0] for line in procs if "torchrun" in line and "slurm-step" not in line]
             assert torchrun and set(torchrun) == {"rdma-llm-train"}, f"{host}: {procs}"
-        queued = train(*common, "-e", "engine=ddp", "-e", "steps=10", "-e", f"run_id={second}")
+        queued = train(*common, "-e", "engine=ddp", "-e", "steps=20", "-e", f"run_id={second}")
     except BaseException:
         stop(play)
         ssh(hosts[0], "scancel", f"--name=train-{first},train-{second}")  # the jobs outlive the playbooks
@@ -211,7 +211,7 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     later = json.loads((ARTIFACTS / second / "manifest.json").read_text())
     assert later["outcome"] == "completed" and int(later["slurm"]["job_id"]) > int(job), later
     assert later["slurm"]["queued_s"] > 0, later  # the watch counted the queue apart from the deadline
-    assert json.loads((ARTIFACTS / second / "report.json").read_text())["final_step"] == 10
+    assert json.loads((ARTIFACTS / second / "report.json").read_text())["final_step"] == 20
     no_training_processes(hosts)
     idle = ssh(hosts[0], "squeue", "--noheader").stdout.strip()
     assert idle == "", idle
