@@ -258,11 +258,17 @@ class DeepSpeedEngine(_ForwardTimer):
                 save_hf(module, str(path), state)
 
 
-def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
-    """Offline: merge a DeepSpeed checkpoint's ZeRO partitions (all on this disk) into `model` and save it."""
+def deepspeed_state_dict(ckpt_dir: Path) -> dict:
+    """Offline: a DeepSpeed checkpoint's ZeRO partitions (all on this disk) merged into one fp32 state dict."""
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+    return get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+
+
+def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path, state: dict | None = None) -> None:
+    """Offline: merge a DeepSpeed checkpoint's ZeRO partitions (all on this disk) into `model` and save it
+    (`state`: an already merged state dict, such as an average)."""
+    state = deepspeed_state_dict(ckpt_dir) if state is None else state
     missing, unexpected = model.load_state_dict(state, strict=False)
     # A tied lm_head.weight is the token embedding, stored once; an untied one (Llama presets) must be there.
     tied = getattr(model.config, "tie_word_embeddings", True)
@@ -386,8 +392,8 @@ class FSDPEngine(_TorchEngine):
             save_hf(self.raw, str(path), {k: v.float() for k, v in state.items()})
 
 
-def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
-    """Offline: merge an FSDP checkpoint's shards (torch.distributed.checkpoint, all on this disk) into `model`."""
+def fsdp_state_dict(ckpt_dir: Path) -> dict:
+    """Offline: an FSDP checkpoint's shards (torch.distributed.checkpoint, all on this disk) as one state dict."""
     import tempfile
 
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -395,6 +401,21 @@ def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp, "whole.pt")
         dcp_to_torch_save(str(ckpt_dir / "dcp"), str(whole))
-        state = torch.load(whole, map_location="cpu", weights_only=False)["model"]
-    model.load_state_dict(state)
+        return torch.load(whole, map_location="cpu", weights_only=False)["model"]
+
+
+def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path, state: dict | None = None) -> None:
+    """Offline: merge an FSDP checkpoint's shards (all on this disk) into `model` and save it (`state`: an already
+    merged state dict, such as an average)."""
+    model.load_state_dict(fsdp_state_dict(ckpt_dir) if state is None else state)
     save_hf(model, str(export_dir))
+
+
+def checkpoint_state_dict(ckpt_dir: Path) -> dict:
+    """The whole model's weights in any engine's checkpoint (all shards on this disk): DDP's model.pt, FSDP's
+    dcp/ or DeepSpeed's ZeRO partitions."""
+    if (ckpt_dir / "model.pt").is_file():
+        return torch.load(ckpt_dir / "model.pt", map_location="cpu")
+    if (ckpt_dir / "dcp").is_dir():
+        return fsdp_state_dict(ckpt_dir)
+    return deepspeed_state_dict(ckpt_dir)
