@@ -147,6 +147,7 @@ class TrainConfig:
     tensorboard: bool = True  # rank 0 also writes the metrics as TensorBoard event files to <out_dir>/tensorboard
     ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end (and on SIGTERM)
     keep_ckpts: int = 2  # the newest checkpoints kept on disk
+    ema_decay: float = 0.0  # keep an EMA of the weights (e.g. 0.999), saved and exported beside them (0: off)
     keep_every: int = 0  # also keep every checkpoint whose step is a multiple of this (0: none), e.g. for averaging
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
     resume_from: str = ""  # continue from this checkpoint instead: a step of this run or a checkpoint directory
@@ -201,6 +202,12 @@ class TrainConfig:
         need(self.pg_timeout > 0 and math.isfinite(self.pg_timeout), "pg_timeout", "must be > 0 seconds")
         need(self.setup_timeout > 0 and math.isfinite(self.setup_timeout), "setup_timeout", "must be > 0 s")
         need(self.keep_ckpts >= 1, "keep_ckpts", "must be >= 1")
+        need(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1) (0: off)")
+        need(
+            not (self.ema_decay and self.engine == "deepspeed" and self.zero_stage == 3),
+            "ema_decay",
+            "needs whole parameters on each rank: DeepSpeed ZeRO-3 partitions them (use fsdp, or zero_stage 1 or 2)",
+        )
         need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
         need(self.gate_max_val_loss >= 0, "gate_max_val_loss", "must be >= 0 (0: off)")
         need(self.gate_max_regression >= 0, "gate_max_regression", "must be >= 0")

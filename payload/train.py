@@ -951,6 +951,12 @@ class Trainer:
             if self.writer:
                 shutil.copytree(self.out / "tokenizer", hf_dir, dirs_exist_ok=True)
             self.log(f"export: Hugging Face model in {hf_dir}")
+            if cfg.ema_decay:
+                ema_dir = self.out / "hf_model_ema"
+                self.engine.export_ema(ema_dir, self.writer)
+                if self.writer:
+                    shutil.copytree(self.out / "tokenizer", ema_dir, dirs_exist_ok=True)
+                self.log(f"export: the weights' EMA (decay {cfg.ema_decay}) in {ema_dir}")
         self.write_result(status, ckpt, hf_dir, stop)
         return 128 + stop if stop else 0
 
