@@ -140,6 +140,14 @@ def finished(root: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def expired(root: Path, keep_last: int, keep_every: int = 0) -> list[Path]:
+    """The published checkpoints retention removes: all but the newest `keep_last` and those whose step is a
+    multiple of `keep_every` (0: none kept that way), oldest first. The newest is always kept (`latest`)."""
+    done = finished(root)
+    old = done[: -max(int(keep_last), 1)]
+    return [p for p in old if not (keep_every and step_of(p.name) % keep_every == 0)]
+
+
 def candidates(root: Path, latest: str) -> list[Path]:
     """The checkpoints a resume may use, newest first: `latest` and every older published one (a newer one
     never became `latest`: its run stopped between the rename and `latest`)."""

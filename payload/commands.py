@@ -1,4 +1,4 @@
-"""The commands of `train.py` besides training: generate, export, prepare, verify, checkpoints.
+"""The commands of `train.py` besides training: generate, export, prepare, verify, checkpoints, average.
 
 They read what a run or `prepare` left on disk, in one process, without a process group; `train.py` parses
 their options and calls them (see COMMANDS there).
@@ -18,6 +18,7 @@ from payload import ckpt_verify as V
 from payload import data as D
 from payload import shards as S
 from payload.config import (
+    AverageConfig,
     CheckpointsConfig,
     ExportConfig,
     GenerateConfig,
@@ -162,4 +163,78 @@ def checkpoints(cfg: CheckpointsConfig) -> int:
     print("\n".join(rows))
     for q in sorted(p for p in root.glob(f"{V.QUARANTINE}*") if p.is_dir()):
         print(f"  quarantined (failed verification at a resume): {q}")
+    return 0
+
+
+def average(cfg: AverageConfig) -> int:
+    """The mean of the weights of a run's last checkpoints (or of the steps named), written as a Hugging Face
+    directory: checkpoint averaging, as Llama 3 made its final pre-trained model from the checkpoints of its
+    annealing phase (Polyak averaging). Each checkpoint is verified against its checksums first and must be of the
+    same model; any engine's checkpoint (all shards on this disk); the sum is kept in float64."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from transformers import AutoTokenizer
+
+    from payload.engines import checkpoint_state_dict, save_hf
+
+    out = Path(cfg.out_dir)
+    root = out / "checkpoints"
+    done = V.finished(root)
+    if cfg.steps:
+        by_step = {V.step_of(p.name): p for p in done}
+        wanted = [int(s) for s in cfg.steps.split(",")]
+        missing = [s for s in wanted if s not in by_step]
+        if missing:
+            print(f"error: {root}: no checkpoint of step(s) {', '.join(map(str, missing))}", file=sys.stderr)
+            return 1
+        chosen = [by_step[s] for s in wanted]
+    else:
+        chosen = done[-cfg.last :] if cfg.last else done
+        if cfg.last > len(done):
+            print(f"error: {root}: --last={cfg.last} but {len(done)} checkpoint(s) on disk", file=sys.stderr)
+            return 1
+    if not chosen:
+        print(f"error: {root}: no checkpoints", file=sys.stderr)
+        return 1
+    model_keys = ("model", "model_impl", "init_from", "vocab_size", "block_size")
+    first = None
+    total: dict[str, torch.Tensor] = {}
+    for ckpt in chosen:
+        bad = V.verify(ckpt)
+        if bad:
+            print(f"error: {ckpt}: {bad}", file=sys.stderr)
+            return 1
+        config = json.loads((ckpt / "trainer.json").read_text())["config"]
+        shape = {k: config.get(k) for k in model_keys}
+        if first is None:
+            first = (ckpt, config, shape)
+        elif shape != first[2]:
+            print(f"error: {ckpt} is another model than {first[0]}: {shape} != {first[2]}", file=sys.stderr)
+            return 1
+        state = checkpoint_state_dict(ckpt)
+        if total and set(state) != set(total):
+            print(f"error: {ckpt}: other weights than {first[0]}", file=sys.stderr)
+            return 1
+        for key, value in state.items():
+            total[key] = total.get(key, 0) + value.detach().to(torch.float64)
+    ckpt, config, _ = first
+    tcfg = from_dict(TrainConfig, config)
+    tcfg.init_from = ""
+    tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
+    model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
+    dtypes = {k: v.dtype for k, v in model.state_dict().items()}
+    mean = {k: (v / len(chosen)).to(dtypes.get(k, torch.float32)) for k, v in total.items()}
+    missing, unexpected = model.load_state_dict(mean, strict=False)
+    tied = getattr(getattr(model, "config", None), "tie_word_embeddings", True)
+    if unexpected or [k for k in missing if not (tied and k.endswith("lm_head.weight"))]:
+        print(f"error: the checkpoints do not match the model: missing {missing}, unexpected {unexpected}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model_avg"
+    save_hf(model, str(target))
+    tok.save_pretrained(str(target))
+    steps = ", ".join(str(V.step_of(p.name)) for p in chosen)
+    record = {"steps": [V.step_of(p.name) for p in chosen], "checkpoints": [str(p) for p in chosen]}
+    (target / "averaged_from.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"averaged {len(chosen)} checkpoint(s) of steps {steps} -> {target}")
     return 0

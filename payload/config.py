@@ -146,7 +146,9 @@ class TrainConfig:
     log_interval: int = 10  # steps between metric lines
     tensorboard: bool = True  # rank 0 also writes the metrics as TensorBoard event files to <out_dir>/tensorboard
     ckpt_interval: int = 0  # steps between checkpoints; 0: only at the end (and on SIGTERM)
-    keep_ckpts: int = 2  # checkpoints kept on disk
+    keep_ckpts: int = 2  # the newest checkpoints kept on disk
+    ema_decay: float = 0.0  # keep an EMA of the weights (e.g. 0.999), saved and exported beside them (0: off)
+    keep_every: int = 0  # also keep every checkpoint whose step is a multiple of this (0: none), e.g. for averaging
     resume: bool = True  # continue from the latest checkpoint in out_dir if there is one
     resume_from: str = ""  # continue from this checkpoint instead: a step of this run or a checkpoint directory
     skip_optimizer: bool = False  # when resuming, load the weights but start with fresh optimizer state
@@ -168,7 +170,15 @@ class TrainConfig:
         need(bool(self.data), "data", "is required: a text file, a directory, or a dataset saved to disk")
         for key in ("block_size", "batch_size", "grad_accum", "max_steps", "log_interval", "eval_batches"):
             need(getattr(self, key) > 0, key, "must be > 0")
-        for key in ("warmup_steps", "eval_interval", "ckpt_interval", "stop_after", "threads", "ce_chunk"):
+        for key in (
+            "warmup_steps",
+            "eval_interval",
+            "ckpt_interval",
+            "stop_after",
+            "threads",
+            "ce_chunk",
+            "keep_every",
+        ):
             need(getattr(self, key) >= 0, key, "must be >= 0")
         need(self.vocab_size >= 300, "vocab_size", "must be >= 300 (256 bytes + merges + specials)")
         models = ", ".join((*PRESETS, *LLAMA_PRESETS))
@@ -192,6 +202,12 @@ class TrainConfig:
         need(self.pg_timeout > 0 and math.isfinite(self.pg_timeout), "pg_timeout", "must be > 0 seconds")
         need(self.setup_timeout > 0 and math.isfinite(self.setup_timeout), "setup_timeout", "must be > 0 s")
         need(self.keep_ckpts >= 1, "keep_ckpts", "must be >= 1")
+        need(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1) (0: off)")
+        need(
+            not (self.ema_decay and self.engine == "deepspeed" and self.zero_stage == 3),
+            "ema_decay",
+            "needs whole parameters on each rank: DeepSpeed ZeRO-3 partitions them (use fsdp, or zero_stage 1 or 2)",
+        )
         need(self.peak_tflops >= 0, "peak_tflops", "must be >= 0")
         need(self.gate_max_val_loss >= 0, "gate_max_val_loss", "must be >= 0 (0: off)")
         need(self.gate_max_regression >= 0, "gate_max_regression", "must be >= 0")
@@ -224,6 +240,23 @@ class ExportConfig:
     export_dir: str = ""  # default <out_dir>/hf_model
 
     def validate(self) -> ExportConfig:
+        return self
+
+
+@dataclass
+class AverageConfig:
+    out_dir: str = "out"  # a training run: averages the weights of its last checkpoints
+    last: int = 0  # how many of the newest checkpoints (0: every checkpoint on disk)
+    steps: str = ""  # or exactly these steps, comma-separated (e.g. 2000,3000,4000)
+    export_dir: str = ""  # default <out_dir>/hf_model_avg
+
+    def validate(self) -> AverageConfig:
+        if self.last < 0:
+            raise ConfigError(f"--last={self.last}: must be >= 0")
+        if self.steps and not all(s.strip().isdigit() for s in self.steps.split(",")):
+            raise ConfigError(f"--steps={self.steps!r}: comma-separated step numbers")
+        if self.steps and self.last:
+            raise ConfigError("--last and --steps: one or the other")
         return self
 
 
@@ -441,6 +474,7 @@ __all__ = [
     "LLAMA_PRESETS",
     "MAX_BLOCK",
     "PRESETS",
+    "AverageConfig",
     "CheckpointsConfig",
     "ConfigError",
     "ExportConfig",

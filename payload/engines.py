@@ -56,6 +56,55 @@ class _ForwardTimer:
         return out
 
 
+class EMA:
+    """An exponential moving average of the weights, updated after every optimizer step:
+    ema = decay * ema + (1 - decay) * weights, kept in fp32 and in the weights' own layout (under FSDP each rank
+    holds the EMA of its shard, a DTensor like the parameter). Saved with each checkpoint and exported beside the
+    model as `hf_model_ema`."""
+
+    FILE = "ema.pt"
+
+    def __init__(self, named_parameters, decay: float):
+        self.decay = float(decay)
+        named = [(n, p) for n, p in named_parameters if p.requires_grad]
+        self.names = [n for n, _ in named]
+        self.params = [p for _, p in named]
+        self.shadow = [p.detach().float().clone() for p in self.params]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        for s, p in zip(self.shadow, self.params, strict=True):
+            s.lerp_(p.detach().float(), 1.0 - self.decay)
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Start again from the weights (a checkpoint saved without an EMA)."""
+        for s, p in zip(self.shadow, self.params, strict=True):
+            s.copy_(p.detach().float())
+
+    def state_dict(self) -> dict:
+        return dict(zip(self.names, self.shadow, strict=True))
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict) -> None:
+        missing = [n for n in self.names if n not in state]
+        if missing:
+            raise RuntimeError(f"the checkpoint's EMA lacks {missing[:3]}")
+        for n, s in zip(self.names, self.shadow, strict=True):
+            s.copy_(state[n])
+
+    def model_state(self, module, state: dict) -> dict:
+        """`state` (the module's state dict, key -> tensor) with every parameter's entry replaced by its EMA; a tied
+        weight's second key (lm_head.weight) follows the parameter it shares."""
+        by_id = {id(p): s for p, s in zip(self.params, self.shadow, strict=True)}
+        own = module.state_dict(keep_vars=True)
+        return {k: by_id.get(id(own.get(k)), v) for k, v in state.items()}
+
+
+def _ema(engine, named_parameters) -> EMA | None:
+    return EMA(named_parameters, engine.cfg.ema_decay) if engine.cfg.ema_decay else None
+
+
 class _TorchEngine(_ForwardTimer):
     """What DDP and FSDP share: AdamW over the bare module, the optimizer step, the evaluation forward."""
 
@@ -74,6 +123,8 @@ class _TorchEngine(_ForwardTimer):
         norm = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), self.cfg.grad_clip or float("inf"))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema:
+            self.ema.update()
         norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor, the global norm
         return norm.detach()
 
@@ -106,6 +157,7 @@ class DDPEngine(_TorchEngine):
         self.model = module
         self.distributed = world_size > 1
         self.optimizer = self._adamw(self.raw, cfg, device)
+        self.ema = _ema(self, self.raw.named_parameters())
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are all-reduced only on the last micro-batch of an optimizer step.
@@ -121,17 +173,36 @@ class DDPEngine(_TorchEngine):
         if writer:
             _atomic_save(self.raw.state_dict(), ckpt_dir / "model.pt")
             _atomic_save(self.optimizer.state_dict(), ckpt_dir / "optimizer.pt")
+            if self.ema:
+                _atomic_save(self.ema.state_dict(), ckpt_dir / EMA.FILE)
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
     def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
         self.raw.load_state_dict(torch.load(ckpt_dir / "model.pt", map_location=self.device))
         if optimizer:
             self.optimizer.load_state_dict(torch.load(ckpt_dir / "optimizer.pt", map_location=self.device))
+        _load_ema(self.ema, ckpt_dir, self.device)
         return json.loads((ckpt_dir / "trainer.json").read_text())
 
     def export_hf(self, path: Path, writer: bool) -> None:
         if writer:
             save_hf(self.raw, str(path))
+
+    def export_ema(self, path: Path, writer: bool) -> None:
+        if writer:
+            state = self.ema.model_state(self.raw, self.raw.state_dict())
+            save_hf(self.raw, str(path), {k: v.detach().float().cpu() for k, v in state.items()})
+
+
+def _load_ema(ema: EMA | None, ckpt_dir: Path, device) -> None:
+    """The EMA saved with a checkpoint (a node's writer saved the whole one); a checkpoint without it (EMA off
+    when it was saved) starts the EMA from its weights."""
+    if ema is None:
+        return
+    if (ckpt_dir / EMA.FILE).is_file():
+        ema.load_state_dict(torch.load(ckpt_dir / EMA.FILE, map_location=device))
+    else:
+        ema.reset()
 
 
 def deepspeed_config(cfg: TrainConfig, world_size: int, bf16: bool, node_local_ckpt: bool) -> dict:
@@ -199,6 +270,8 @@ class DeepSpeedEngine(_ForwardTimer):
         )
         self.zero_stage = self.engine.zero_optimization_stage()
         self.fast = is_fast(model)
+        # ZeRO-1 and -2 keep whole parameters on every rank (config.py refuses an EMA under ZeRO-3).
+        self.ema = _ema(self, self.engine.module.named_parameters())
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         loss = self.timed_forward(lambda: model_loss(self.engine, x, y, self.fast))
@@ -212,6 +285,8 @@ class DeepSpeedEngine(_ForwardTimer):
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         self.engine.step()
+        if self.ema:
+            self.ema.update()
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
 
@@ -231,9 +306,12 @@ class DeepSpeedEngine(_ForwardTimer):
             str(ckpt_dir.parent), tag=ckpt_dir.name, client_state={"trainer": meta}, save_latest=False
         )
         if writer:
+            if self.ema:
+                _atomic_save(self.ema.state_dict(), ckpt_dir / EMA.FILE)
             (ckpt_dir / "trainer.json").write_text(json.dumps(meta, indent=1) + "\n")
 
     def load(self, ckpt_dir: Path, optimizer: bool = True) -> dict:
+        _load_ema(self.ema, ckpt_dir, self.device)
         path, client = self.engine.load_checkpoint(
             str(ckpt_dir.parent),
             tag=ckpt_dir.name,
@@ -257,12 +335,24 @@ class DeepSpeedEngine(_ForwardTimer):
                 state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
                 save_hf(module, str(path), state)
 
+    def export_ema(self, path: Path, writer: bool) -> None:
+        if writer:
+            module = self.engine.module
+            state = self.ema.model_state(module, module.state_dict())
+            save_hf(module, str(path), {k: v.detach().float().cpu() for k, v in state.items()})
 
-def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
-    """Offline: merge a DeepSpeed checkpoint's ZeRO partitions (all on this disk) into `model` and save it."""
+
+def deepspeed_state_dict(ckpt_dir: Path) -> dict:
+    """Offline: a DeepSpeed checkpoint's ZeRO partitions (all on this disk) merged into one fp32 state dict."""
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
-    state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+    return get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir.parent), tag=ckpt_dir.name)
+
+
+def export_deepspeed_checkpoint(ckpt_dir: Path, model, export_dir: Path, state: dict | None = None) -> None:
+    """Offline: merge a DeepSpeed checkpoint's ZeRO partitions (all on this disk) into `model` and save it
+    (`state`: an already merged state dict, such as an average)."""
+    state = deepspeed_state_dict(ckpt_dir) if state is None else state
     missing, unexpected = model.load_state_dict(state, strict=False)
     # A tied lm_head.weight is the token embedding, stored once; an untied one (Llama presets) must be there.
     tied = getattr(model.config, "tie_word_embeddings", True)
@@ -328,6 +418,7 @@ class FSDPEngine(_TorchEngine):
         self.compiled = use_compile(cfg, device)
         self.model = compiled(model, cfg) if self.compiled else model
         self.optimizer = self._adamw(model, cfg, device)
+        self.ema = _ema(self, model.named_parameters())  # each rank the EMA of its shards (DTensors)
 
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, boundary: bool) -> torch.Tensor:
         # Gradients are reduce-scattered only on the last micro-batch of an optimizer step.
@@ -351,6 +442,8 @@ class FSDPEngine(_TorchEngine):
         import torch.distributed.checkpoint as dcp
 
         sharded, local = self._state()
+        if self.ema:
+            sharded["ema"] = self.ema.state_dict()
         dcp.save(sharded, checkpoint_id=str(ckpt_dir / "dcp"))  # collective: every rank its shards
         _atomic_save(local, ckpt_dir / f"local_rank{dist.get_rank()}.pt")
         # Rank 0 wrote the shard index; a node that does not share its disk gets a copy (every rank loads it).
@@ -369,12 +462,18 @@ class FSDPEngine(_TorchEngine):
         sharded, _ = self._state()
         if not optimizer:  # --skip_optimizer: weights only, fresh optimizer state
             del sharded["optim"]
+        saved = dcp.FileSystemReader(str(ckpt_dir / "dcp")).read_metadata().state_dict_metadata
+        with_ema = self.ema is not None and any(k.startswith("ema.") for k in saved)
+        if with_ema:
+            sharded["ema"] = self.ema.state_dict()  # loaded in place, as the weights
         dcp.load(sharded, checkpoint_id=str(ckpt_dir / "dcp"))  # into the DTensors, in place
         local = torch.load(ckpt_dir / f"local_rank{dist.get_rank()}.pt", weights_only=False)
         state = merge_trees(sharded, local)
         set_model_state_dict(self.raw, state["model"])
         if optimizer:
             set_optimizer_state_dict(self.raw, self.optimizer, state["optim"])
+        if self.ema is not None and not with_ema:
+            self.ema.reset()  # saved without an EMA: it starts from these weights
         return json.loads((ckpt_dir / "trainer.json").read_text())
 
     def export_hf(self, path: Path, writer: bool) -> None:
@@ -385,9 +484,20 @@ class FSDPEngine(_TorchEngine):
         if writer:
             save_hf(self.raw, str(path), {k: v.float() for k, v in state.items()})
 
+    def export_ema(self, path: Path, writer: bool) -> None:
+        """The EMA's shards gathered to whole tensors (collective: every rank, in the same order), saved by the
+        writer in place of the weights."""
+        whole = [s.full_tensor() if hasattr(s, "full_tensor") else s for s in self.ema.shadow]
+        by_id = {id(p): w for p, w in zip(self.ema.params, whole, strict=True)}
+        own = self.raw.state_dict(keep_vars=True)
+        rest = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in own.items() if id(v) not in by_id}
+        if writer:
+            state = {k: by_id.get(id(v), rest.get(k)) for k, v in own.items()}
+            save_hf(self.raw, str(path), {k: t.detach().float().cpu() for k, t in state.items()})
 
-def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
-    """Offline: merge an FSDP checkpoint's shards (torch.distributed.checkpoint, all on this disk) into `model`."""
+
+def fsdp_state_dict(ckpt_dir: Path) -> dict:
+    """Offline: an FSDP checkpoint's shards (torch.distributed.checkpoint, all on this disk) as one state dict."""
     import tempfile
 
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -395,6 +505,21 @@ def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp, "whole.pt")
         dcp_to_torch_save(str(ckpt_dir / "dcp"), str(whole))
-        state = torch.load(whole, map_location="cpu", weights_only=False)["model"]
-    model.load_state_dict(state)
+        return torch.load(whole, map_location="cpu", weights_only=False)["model"]
+
+
+def export_fsdp_checkpoint(ckpt_dir: Path, model, export_dir: Path, state: dict | None = None) -> None:
+    """Offline: merge an FSDP checkpoint's shards (all on this disk) into `model` and save it (`state`: an already
+    merged state dict, such as an average)."""
+    model.load_state_dict(fsdp_state_dict(ckpt_dir) if state is None else state)
     save_hf(model, str(export_dir))
+
+
+def checkpoint_state_dict(ckpt_dir: Path) -> dict:
+    """The whole model's weights in any engine's checkpoint (all shards on this disk): DDP's model.pt, FSDP's
+    dcp/ or DeepSpeed's ZeRO partitions."""
+    if (ckpt_dir / "model.pt").is_file():
+        return torch.load(ckpt_dir / "model.pt", map_location="cpu")
+    if (ckpt_dir / "dcp").is_dir():
+        return fsdp_state_dict(ckpt_dir)
+    return deepspeed_state_dict(ckpt_dir)

@@ -18,8 +18,9 @@ Rank, world size and master address come only from the torchrun environment.
   # a corpus bigger than memory: tokenize once into verified shards, then train on the directory
   python payload/train.py prepare --data=corpus/ --out_dir=shards/ --tokenizer=gpt2-tokenizer/
   python payload/train.py checkpoints --out_dir=runs/r1   # step, losses, time, size of each checkpoint
+  python payload/train.py average --out_dir=runs/r1 --last=3   # mean weights of the 3 newest -> hf_model_avg
 
-Commands: train (default), generate, export, prepare, verify, checkpoints.
+Commands: train (default), generate, export, prepare, verify, checkpoints, average.
 Options are --key=value (or --config=file.json|yaml):
 """
 
@@ -64,6 +65,7 @@ from payload import data as D  # noqa: E402
 from payload import gate as G  # noqa: E402
 from payload import shards as S  # noqa: E402
 from payload.config import (  # noqa: E402
+    AverageConfig,
     CheckpointsConfig,
     ConfigError,
     ExportConfig,
@@ -608,7 +610,7 @@ class Trainer:
         if self._all_reduce([1.0 if error else 0.0], dist.ReduceOp.MAX, self.setup)[0]:
             raise error or RunError(f"saving checkpoint {ckpt} failed on another node (see its log)", 1)
         if self.writer:
-            for p in V.finished(self.ckpt_root)[: -self.cfg.keep_ckpts]:
+            for p in V.expired(self.ckpt_root, self.cfg.keep_ckpts, self.cfg.keep_every):
                 shutil.rmtree(p, ignore_errors=True)
         self.log(f"checkpoint: {ckpt} ({time.time() - t0:.1f} s)")
         return ckpt
@@ -949,6 +951,12 @@ class Trainer:
             if self.writer:
                 shutil.copytree(self.out / "tokenizer", hf_dir, dirs_exist_ok=True)
             self.log(f"export: Hugging Face model in {hf_dir}")
+            if cfg.ema_decay:
+                ema_dir = self.out / "hf_model_ema"
+                self.engine.export_ema(ema_dir, self.writer)
+                if self.writer:
+                    shutil.copytree(self.out / "tokenizer", ema_dir, dirs_exist_ok=True)
+                self.log(f"export: the weights' EMA (decay {cfg.ema_decay}) in {ema_dir}")
         self.write_result(status, ckpt, hf_dir, stop)
         return 128 + stop if stop else 0
 
@@ -1071,6 +1079,7 @@ COMMANDS = {
     "prepare": (PrepareConfig, C.prepare),
     "verify": (ShardsConfig, C.verify_shards),
     "checkpoints": (CheckpointsConfig, C.checkpoints),
+    "average": (AverageConfig, C.average),
 }
 
 

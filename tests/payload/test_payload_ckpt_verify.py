@@ -115,3 +115,20 @@ def test_checkpoints_command_lists_whole_ones_then_the_quarantined(tmp_path, cap
     lines = capsys.readouterr().out.splitlines()
     assert [line.lstrip("* ").split()[0] for line in lines[1:3]] == ["5", "10"] and lines[2].startswith("*")
     assert lines[3:] == [f"  quarantined (failed verification at a resume): {moved}"]
+
+
+@pytest.mark.parametrize(
+    ("steps", "keep_last", "keep_every", "removed"),
+    [
+        ([10, 20, 30, 40], 2, 0, [10, 20]),
+        ([10, 20, 30, 40], 1, 20, [10, 30]),  # keep-last 1 (40) and every 20th (20, 40)
+        ([100, 200, 300], 5, 0, []),
+        ([10, 20], 0, 0, [10]),  # the newest always stays: it is `latest`
+        ([5, 10, 15, 20, 25], 2, 10, [5, 15]),
+    ],
+)
+def test_retention_keeps_the_last_and_every_kth(tmp_path, steps, keep_last, keep_every, removed) -> None:
+    for s in steps:
+        checkpoint(tmp_path, s)
+    (tmp_path / "step_0000050.tmp").mkdir()  # a save in progress is no published checkpoint
+    assert [V.step_of(p.name) for p in V.expired(tmp_path, keep_last, keep_every)] == removed

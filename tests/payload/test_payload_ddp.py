@@ -11,7 +11,8 @@ pytestmark = pytest.mark.payload
 
 
 # dropout makes the resume test depend on the RNG state being restored too
-COMMON = dict(max_steps=16, log_interval=4, dropout=0.1)
+# ema_decay: an EMA of the weights rides along (checked at the resume: saved, loaded, exported).
+COMMON = dict(max_steps=16, log_interval=4, dropout=0.1, ema_decay=0.9)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_ddp_resume_continues_exactly(straight_run, launch, tmp_path, corpus, to
     assert stopped["status"] == "stopped" and stopped["final_step"] == 8
     assert "step      8/16" in first
 
-    second = run_ok(launch, base_args(split, corpus, tokenizer_dir, token_cache, **COMMON))
+    second = run_ok(launch, base_args(split, corpus, tokenizer_dir, token_cache, export_hf="true", **COMMON))
     assert "resume:" in second and "at step 8" in second
     resumed = json.loads((split / "result.json").read_text())
     assert resumed["status"] == "completed" and resumed["start_step"] == 8 and resumed["final_step"] == 16
@@ -94,6 +95,22 @@ def test_ddp_resume_continues_exactly(straight_run, launch, tmp_path, corpus, to
     assert resumed["final_val_loss"] == pytest.approx(
         json.loads((straight / "result.json").read_text())["final_val_loss"], abs=2e-3
     )
+    # The EMA of the weights went through the checkpoint: the resumed run's equals the uninterrupted one's (one
+    # started again from the step-8 weights would not), and it is not the final weights.
+    assert "export: the weights' EMA (decay 0.9)" in second
+    ema, ema_split, final = (
+        hf_state(run / name)
+        for run, name in ((straight, "hf_model_ema"), (split, "hf_model_ema"), (straight, "hf_model"))
+    )
+    assert ema.keys() == ema_split.keys() == final.keys()
+    assert max((ema[k] - ema_split[k]).abs().max().item() for k in ema) < 1e-4
+    assert max((ema[k] - final[k]).abs().max().item() for k in ema) > 1e-3
+
+
+def hf_state(path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True).state_dict()
 
 
 def test_ddp_resume_on_fewer_ranks_goes_on_from_the_checkpoint(launch, tmp_path, corpus, tokenizer_dir, token_cache):

@@ -14,7 +14,7 @@ pytest.importorskip("deepspeed")
 
 def test_deepspeed_zero2_learns_resumes_and_exports(launch, tmp_path, corpus, tokenizer_dir, token_cache):
     out = tmp_path / "run"
-    args = dict(engine="deepspeed", zero_stage=2, max_steps=10, log_interval=5)
+    args = dict(engine="deepspeed", zero_stage=2, max_steps=10, log_interval=5, ema_decay=0.9)
     first = run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, stop_after=5, **args))
     # the ~30 s shared-memory op build is skipped, and no optimizer op is JIT-compiled
     assert "Building extension" not in first and "shm" not in first.lower(), first[-3000:]
@@ -29,6 +29,7 @@ def test_deepspeed_zero2_learns_resumes_and_exports(launch, tmp_path, corpus, to
         "zero_pp_rank_1_mp_rank_00_optim_states.pt",
         "rng_rank0.pt",
         "rng_rank1.pt",
+        "ema.pt",  # the EMA of the weights: ZeRO-2 keeps whole parameters on each rank, the writer saves it
     } <= names, names
 
     second = run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, export_hf="true", **args))
@@ -51,3 +52,5 @@ def test_deepspeed_zero2_learns_resumes_and_exports(launch, tmp_path, corpus, to
     assert a.keys() == b.keys()
     assert all(torch.allclose(a[k], b[k]) for k in a)
     assert (exported / "tokenizer.json").exists()
+    ema = GPT2LMHeadModel.from_pretrained(str(out / "hf_model_ema"), local_files_only=True).state_dict()
+    assert ema.keys() == a.keys() and max((ema[k] - a[k]).abs().max().item() for k in a) > 1e-3

@@ -9,7 +9,7 @@ from payload_helpers import base_args, read_jsonl, run_ok, train_py
 
 pytestmark = pytest.mark.payload
 
-COMMON = dict(engine="fsdp", max_steps=12, log_interval=4, dropout=0.1)
+COMMON = dict(engine="fsdp", max_steps=12, log_interval=4, dropout=0.1, ema_decay=0.9)
 
 
 def test_fsdp_learns_resumes_exactly_and_exports(launch, tmp_path, corpus, tokenizer_dir, token_cache):
@@ -49,3 +49,26 @@ def test_fsdp_learns_resumes_exactly_and_exports(launch, tmp_path, corpus, token
     a = GPT2LMHeadModel.from_pretrained(str(exported), local_files_only=True).state_dict()
     b = GPT2LMHeadModel.from_pretrained(str(straight / "hf_model"), local_files_only=True).state_dict()
     assert a.keys() == b.keys() and all((a[k] - b[k]).abs().max() < 1e-6 for k in a)
+
+    # The EMA of the weights, sharded like them, went through the sharded checkpoint: the resumed run's equals the
+    # uninterrupted one's, and it is not the final weights.
+    ema, ema_split = (
+        GPT2LMHeadModel.from_pretrained(str(r / "hf_model_ema"), local_files_only=True).state_dict()
+        for r in (straight, split)
+    )
+    assert ema.keys() == ema_split.keys() == b.keys()
+    assert max((ema[k] - ema_split[k]).abs().max().item() for k in ema) < 1e-4
+    assert max((ema[k] - b[k]).abs().max().item() for k in ema) > 1e-3
+
+    # checkpoint averaging reads FSDP's sharded checkpoints (steps 8 and 12 of the split run): their mean
+    for name, steps in (("avg", "8,12"), ("at8", "8"), ("at12", "12")):
+        done = train_py("average", f"--out_dir={split}", f"--steps={steps}", f"--export_dir={tmp_path / name}")
+        assert done.returncode == 0, done.stderr[-3000:]
+    avg, at8, at12 = (
+        GPT2LMHeadModel.from_pretrained(str(tmp_path / n), local_files_only=True).state_dict()
+        for n in ("avg", "at8", "at12")
+    )
+    end = GPT2LMHeadModel.from_pretrained(str(split / "hf_model"), local_files_only=True).state_dict()
+    assert all((at12[k] - end[k]).abs().max() < 1e-6 for k in end)  # one checkpoint averaged is that checkpoint
+    assert all(((avg[k] - (at8[k] + at12[k]) / 2).abs().max() < 1e-6) for k in avg)
+    assert any(((at8[k] - at12[k]).abs().max() > 1e-4) for k in avg)  # two different models were averaged
