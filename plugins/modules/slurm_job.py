@@ -4,10 +4,6 @@ scontrol), read and decided by module_utils/slurm_launch.py."""
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch as S
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
-
 DOCUMENTATION = r"""
 module: slurm_job
 short_description: Submit, look at or cancel a training launch's Slurm job
@@ -43,7 +39,7 @@ options:
     description: Seconds to wait for the job to end after C(scancel) (Slurm's KillWait is 30 s by default).
     type: int
     default: 60
-author: rdma-llm-cluster
+author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
 EXAMPLES = r"""
@@ -85,6 +81,10 @@ steps:
   type: list
   returned: when action is cancel
 """
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch as S
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 
 def main() -> None:
