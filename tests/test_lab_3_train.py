@@ -86,6 +86,19 @@ def kill_a_rank(host: str, run_id: str) -> None:
     ssh(host, "kill", "-KILL", *workers)
 
 
+def read_until(play: subprocess.Popen, text: str, timeout: float) -> str:
+    """The background play's output up to and including the first line holding `text` (the rest stays for
+    finish); fails if the play ends or `timeout` passes first."""
+    seen, deadline = [], time.monotonic() + timeout
+    for line in play.stdout:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"no {text!r} in the play's output:\n" + "".join(seen)[-4000:])
+
+
 def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
     ip = cluster.Node(int(node.removeprefix("lab-node"))).mgmt_ip
     return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60)
@@ -173,18 +186,24 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
     common = ["-e", "scheduler=slurm", "-e", f"data={corpus}", *payload(SMALL)]
     play = start_train(*common, "-e", "engine=deepspeed", "-e", "steps=30", "-e", f"run_id={first}")
+    later = None
     try:
+        # The second launch starts once the first job is submitted: its checks take less than the first job runs.
+        seen = read_until(play, "slurm/start | Say which job runs the launch", 600)
+        later = start_train(*common, "-e", "engine=ddp", "-e", "steps=20", "-e", f"run_id={second}")
         wait_for_step(play, hosts, first, 5)
         for host in hosts:
             procs = ssh(host, "ps", "-eo", "egroup:32=,args=").stdout.splitlines()
             torchrun = [line.split()[0] for line in procs if "torchrun" in line and "slurm-step" not in line]
             assert torchrun and set(torchrun) == {"rdma-llm-train"}, f"{host}: {procs}"
-        queued = train(*common, "-e", "engine=ddp", "-e", "steps=20", "-e", f"run_id={second}")
     except BaseException:
-        stop(play)
+        for p in (play, later):
+            if p is not None:
+                stop(p)
         ssh(hosts[0], "scancel", f"--name=train-{first},train-{second}")  # the jobs outlive the playbooks
         raise
-    out = finish(play, 600)
+    out = seen + finish(play, 600)
+    queued_out = finish(later, 600)
     assert play.returncode == 0, out[-4000:]
     flat = " ".join(out.split())
     match = re.search(rf"run {first} submitted as Slurm job (\d+) \(train-{first}\)", flat)
@@ -205,9 +224,9 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     batch_out = (ARTIFACTS / first / hosts[0] / "logs" / f"slurm-{job}.out").read_text()
     assert f"=== job {job} on " in batch_out and "=== srun exit 0 ===" in batch_out, batch_out
 
-    assert queued.returncode == 0, tail(queued)
-    flat = " ".join(queued.stdout.split())
-    assert re.search(r"queued: Slurm job \d+ PENDING \((Resources|Priority)\)", flat), tail(queued)
+    assert later.returncode == 0, queued_out[-4000:]
+    flat = " ".join(queued_out.split())
+    assert re.search(r"queued: Slurm job \d+ PENDING \((Resources|Priority)\)", flat), queued_out[-4000:]
     later = json.loads((ARTIFACTS / second / "manifest.json").read_text())
     assert later["outcome"] == "completed" and int(later["slurm"]["job_id"]) > int(job), later
     assert later["slurm"]["queued_s"] > 0, later  # the watch counted the queue apart from the deadline
