@@ -34,6 +34,7 @@ _THREADS = min(8, os.cpu_count() or 1)
 
 
 def sha256(path: Path) -> str:
+    """A file's SHA-256, read in 4 MiB chunks (checkpoints here, corpus shards in payload/shards.py)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):

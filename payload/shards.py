@@ -14,7 +14,6 @@ loads the corpus and a shard directory can be copied to each node or shared.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from payload import ckpt_verify as V
 from payload import data as D
 
 FORMAT = "rdma-llm-shards/1"
@@ -36,14 +36,6 @@ class ShardError(ValueError):
 
 def is_shard_dir(data: str) -> bool:
     return bool(data) and (Path(data) / MANIFEST).is_file()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class _ShardWriter:
@@ -75,7 +67,7 @@ class _ShardWriter:
         with os.fdopen(fd, "wb") as f:
             np.save(f, tokens.astype(self.dtype, copy=False))
         os.replace(tmp, self.out / name)
-        self.shards.append({"file": name, "tokens": len(tokens), "sha256": _sha256(self.out / name)})
+        self.shards.append({"file": name, "tokens": len(tokens), "sha256": V.sha256(self.out / name)})
 
 
 def prepare(documents: Iterable[str], tok, out_dir: str | Path, shard_tokens: int, source: str = "") -> dict:
@@ -148,7 +140,7 @@ def verify(data: str | Path, manifest: dict, files: Iterable[str] | None = None,
             raise ShardError(f"{path}: unreadable shard: {e}") from e
         if n != s["tokens"] or path.stat().st_size < n * itemsize:
             raise ShardError(f"{path}: has {n} tokens, {MANIFEST} says {s['tokens']} (truncated or replaced?)")
-        if deep and _sha256(path) != s["sha256"]:
+        if deep and V.sha256(path) != s["sha256"]:
             raise ShardError(f"{path}: SHA-256 differs from {MANIFEST} (corrupted or modified shard)")
 
 

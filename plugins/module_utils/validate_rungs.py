@@ -82,6 +82,11 @@ def _check(host, name, status, detail, value=None, threshold=None, unit=None):
     }
 
 
+def _good_hosts(hosts, checks):
+    """The hosts none of whose checks failed."""
+    return [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+
+
 def _rung_from_checks(name, checks, value=None, threshold=None, unit=None, skip_reason=None, **extra):
     """Rung status from its checks: any fail fails; all skip skips; else pass."""
     failed = [c for c in checks if c["status"] == "fail"]
@@ -251,7 +256,7 @@ def evaluate_node_health(results, hosts, stack_mismatch="fail"):
     odd = _stack_checks(stacks, "pass" if stack_mismatch == "report" else stack_mismatch)
     checks += odd
     notes += [f"{c['host']}: warning: {c['detail']}" for c in odd if c["status"] == "warn"]
-    good = [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+    good = _good_hosts(hosts, checks)
     skipped = sorted({c["detail"].split(": ", 1)[-1] for c in checks if c["status"] == "skip"})
     return _rung_from_checks(
         "node_health",
@@ -736,7 +741,7 @@ def evaluate_slurm(nodes, topology_text, srun, hosts, aliases, expected_topology
         checks.append(
             _check("", "topology", "fail" if differences else "pass", "; ".join(differences) or "as the inventory")
         )
-    good = [h for h in hosts if not any(c["host"] == h and c["status"] == "fail" for c in checks)]
+    good = _good_hosts(hosts, checks)
     topo = next((c for c in checks if c["check"] == "topology"), None)
     return _rung_from_checks(
         "slurm",
