@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -538,8 +539,6 @@ def cancel(
     task, which hands it to torchrun and so to the workers, which checkpoint), then after `grace` seconds `scancel`
     (Slurm's own SIGTERM, then SIGKILL after its KillWait), then wait up to `kill_wait` seconds for the job to end. A
     pending job is simply cancelled. Returns {"changed", "state" (the job's last state), "steps" (what was done)}."""
-    import time
-
     sleep = sleep or time.sleep
     job = show_job(run, job_id)
     state = job.get("JobState", "")
