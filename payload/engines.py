@@ -93,10 +93,11 @@ class EMA:
         for n, s in zip(self.names, self.shadow, strict=True):
             s.copy_(state[n])
 
-    def model_state(self, module, state: dict) -> dict:
-        """`state` (the module's state dict, key -> tensor) with every parameter's entry replaced by its EMA; a tied
-        weight's second key (lm_head.weight) follows the parameter it shares."""
-        by_id = {id(p): s for p, s in zip(self.params, self.shadow, strict=True)}
+    def model_state(self, module, state: dict, shadow: list | None = None) -> dict:
+        """`state` (the module's state dict, key -> tensor) with every parameter's entry replaced by its EMA
+        (`shadow`: the EMA in another form, such as FSDP's shards gathered whole); a tied weight's second key
+        (lm_head.weight) follows the parameter it shares."""
+        by_id = {id(p): s for p, s in zip(self.params, self.shadow if shadow is None else shadow, strict=True)}
         own = module.state_dict(keep_vars=True)
         return {k: by_id.get(id(own.get(k)), v) for k, v in state.items()}
 
@@ -488,11 +489,10 @@ class FSDPEngine(_TorchEngine):
         """The EMA's shards gathered to whole tensors (collective: every rank, in the same order), saved by the
         writer in place of the weights."""
         whole = [s.full_tensor() if hasattr(s, "full_tensor") else s for s in self.ema.shadow]
-        by_id = {id(p): w for p, w in zip(self.ema.params, whole, strict=True)}
-        own = self.raw.state_dict(keep_vars=True)
-        rest = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in own.items() if id(v) not in by_id}
+        state = self.ema.model_state(self.raw, self.raw.state_dict(keep_vars=True), whole)
+        # What is still a shard (none in these models: FSDP shards parameters only) is gathered by every rank too.
+        state = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in state.items()}
         if writer:
-            state = {k: by_id.get(id(v), rest.get(k)) for k, v in own.items()}
             save_hf(self.raw, str(path), {k: t.detach().float().cpu() for k, t in state.items()})
 
 
