@@ -239,6 +239,13 @@ def start_node(node: Node, image: str, rails: int = 1) -> None:
     podman.run(*node_run_args(node, rails), image)
 
 
+# The lab's hosts outrank other containers on the machine for the CPU (cgroup cpu.shares / cpu.weight; podman's
+# default is 1024): every container of the machine shares one parent group, so the test suite's Molecule
+# containers beside the lab otherwise take an equal share each from the lab's training ranks. Only the split
+# among containers changes; a lab alone on the machine runs as before.
+NODE_CPU_SHARES = 8192
+
+
 def node_run_args(node: Node, rails: int = 1) -> list[str]:
     """`podman run` for a lab host, less the image: systemd as PID 1, management and one fabric NIC per rail."""
     args = [
@@ -253,6 +260,7 @@ def node_run_args(node: Node, rails: int = 1) -> list[str]:
         "--label",
         f"{RAILS_LABEL}={rails}",
         "--systemd=always",
+        f"--cpu-shares={NODE_CPU_SHARES}",
         # netplan apply needs rw /sys (udevadm trigger); ping needs NET_RAW.
         "--privileged",
         # /etc/hosts stays the host's own file, managed by the common role as on a real server.

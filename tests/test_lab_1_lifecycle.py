@@ -31,6 +31,9 @@ def test_up_twice_then_down_leaves_nothing(lab_image) -> None:
         assert sorted(c["Id"] for c in cluster.containers()) == ids
         assert again["hosts"] == first["hosts"]
         assert cluster.INVENTORY.exists()
+        # Their CPU weight among the machine's containers, as podman applied it.
+        shares = {c["HostConfig"]["CpuShares"] for c in podman.jsonout("inspect", *ids)}
+        assert shares == {cluster.NODE_CPU_SHARES}, shares
         # Every host answers over SSH with the lab key and has an unaddressed fabric NIC.
         for i in (1, 2):
             node = cluster.Node(i)

@@ -184,13 +184,15 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     and the wait does not count against its deadline), then runs."""
     hosts, stamp = lab_cluster["hosts"], int(time.time())
     first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
-    common = ["-e", "scheduler=slurm", "-e", f"data={corpus}", *payload(SMALL)]
-    play = start_train(*common, "-e", "engine=deepspeed", "-e", "steps=30", "-e", f"run_id={first}")
+    common = ["-e", "scheduler=slurm", "-e", f"data={corpus}"]
+    play = start_train(*common, *payload(SMALL), "-e", "engine=deepspeed", "-e", "steps=30", "-e", f"run_id={first}")
     later = None
     try:
         # The second launch starts once the first job is submitted: its checks take less than the first job runs.
         seen = read_until(play, "slurm/start | Say which job runs the launch", 600)
-        later = start_train(*common, "-e", "engine=ddp", "-e", "steps=20", "-e", f"run_id={second}")
+        # The queued launch needs only to wait and then run: a few steps, one evaluation batch.
+        few = {**SMALL, "warmup_steps": 2, "eval_interval": 100, "eval_batches": 1}
+        later = start_train(*common, *payload(few), "-e", "engine=ddp", "-e", "steps=4", "-e", f"run_id={second}")
         wait_for_step(play, hosts, first, 5)
         for host in hosts:
             procs = ssh(host, "ps", "-eo", "egroup:32=,args=").stdout.splitlines()
@@ -230,7 +232,7 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     later = json.loads((ARTIFACTS / second / "manifest.json").read_text())
     assert later["outcome"] == "completed" and int(later["slurm"]["job_id"]) > int(job), later
     assert later["slurm"]["queued_s"] > 0, later  # the watch counted the queue apart from the deadline
-    assert json.loads((ARTIFACTS / second / "report.json").read_text())["final_step"] == 20
+    assert json.loads((ARTIFACTS / second / "report.json").read_text())["final_step"] == 4
     no_training_processes(hosts)
     idle = ssh(hosts[0], "squeue", "--noheader").stdout.strip()
     assert idle == "", idle

@@ -30,6 +30,7 @@ def test_rails_in_the_inventory_and_on_the_hosts() -> None:
     assert networks == [f"{cluster.MGMT_NET}:ip=10.77.0.11", "rdmalab-fabric:interface_name=rdma0",
                         "rdmalab-fabric2:interface_name=rdma1"]  # fmt: skip
     assert f"{cluster.RAILS_LABEL}=2" in args
+    assert f"--cpu-shares={cluster.NODE_CPU_SHARES}" in args  # ahead of the Molecule queue's containers
     # The ladder's rails of that inventory: lab-node1 pings lab-node2 on both, the second from its own rail.
     rails = {h: pairing.fabric_rails(v["cluster_fabric_interfaces"]) for h, v in hosts.items()}
     assert json.loads(pairing.ping_targets(rails, "lab-node1")) == [
