@@ -1,0 +1,177 @@
+"""Hang attribution on real py-spy dumps of a 2-rank gloo DDP job (tests/fixtures/hang/README.md says where each
+comes from): each rank's reading, the ranks the others waited for, and the node-side dump with py-spy and /proc
+faked at their boundaries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "hang"
+
+
+def threads(name: str) -> list[dict]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def record(name: str, rank: int, state: str, native: bool) -> dict:
+    data = threads(name)
+    return {"rank": rank, "pid": data[0]["pid"], "state": state, "native": native, "threads": data, "error": None}
+
+
+WAITING = record("ddp_waiting_in_all_reduce_native.json", 0, "S", True)
+STOPPED = record("ddp_stopped_nonblocking.json", 1, "T", False)
+
+
+def test_proc_state_reads_past_a_command_name_with_spaces_and_parentheses() -> None:
+    assert hang.proc_state("4242 (python3) S 1 4242 4242 0 -1") == "S"
+    assert hang.proc_state("4243 (a) b) T 1 4242 4242 0 -1") == "T"
+
+
+def test_a_rank_idle_in_c10d_work_wait_is_waiting_and_its_own_frame_named() -> None:
+    got = hang.classify(WAITING, "lab-node1")
+    assert got["status"] == "waiting" and got["collective"] == "c10d::Work::wait", got
+    assert got["where"] == "Trainer._all_reduce (payload/train.py:456)", got
+    assert got["frame"].startswith("0x") and got["host"] == "lab-node1"
+
+
+def test_the_same_wait_without_native_frames_is_read_from_torch_distributed() -> None:
+    got = hang.classify(record("ddp_waiting_in_all_reduce_python.json", 0, "S", False))
+    assert got["status"] == "waiting" and got["collective"] == "all_reduce", got
+    assert got["frame"] == "all_reduce (torch/distributed/distributed_c10d.py:3252)"
+
+
+def test_a_rank_waiting_for_a_gradient_bucket_in_backward_is_waiting() -> None:
+    got = hang.classify(record("ddp_waiting_in_backward_native.json", 0, "R", True))
+    assert got["status"] == "waiting" and got["collective"] == "c10d::Reducer::finalize_backward", got
+    assert got["where"] == "DDPEngine.forward_backward (payload/engines.py:169)", got
+
+
+@pytest.mark.parametrize("name", ["ddp_computing_in_reducer_native.json", "ddp_computing_in_gemm_native.json"])
+def test_a_rank_computing_is_busy_even_inside_the_reducer(name: str) -> None:
+    got = hang.classify(record(name, 1, "R", True))
+    assert got["status"] == "busy" and got["why"] == "running outside any collective", got
+
+
+def test_c10d_deeper_in_the_stack_is_not_a_wait() -> None:
+    """The reducer frame under torch's allocator is work, not a wait: only the first frame above the wait
+    primitives counts (the same dump marked idle stays out of `waiting`)."""
+    frames = next(t for t in threads("ddp_computing_in_reducer_native.json") if t["thread_name"] == "MainThread")
+    assert any(f["name"].startswith("c10d::") for f in frames["frames"])
+    assert hang.collective_wait(frames["frames"], native=True) is None
+    idle = record("ddp_computing_in_reducer_native.json", 1, "S", True)
+    for thread in idle["threads"]:
+        thread["active"] = False
+    assert hang.classify(idle)["status"] == "busy"
+
+
+def test_a_stopped_rank_is_named_by_its_state_with_the_frame_it_stopped_in() -> None:
+    got = hang.classify(STOPPED, "lab-node2")
+    assert got["status"] == "stopped" and got["why"] == "stopped (SIGSTOP or job control)", got
+    assert got["where"] == "DDPEngine.forward_backward (payload/engines.py:169)", got
+
+
+def test_python_frames_outside_a_collective_cannot_tell() -> None:
+    # The stopped rank's Python frames with a running state (derived): DDP's backward may be computing or waiting.
+    got = hang.classify({**STOPPED, "state": "S"})
+    assert got["status"] == "unknown", got
+
+
+def test_the_stopped_rank_is_the_one_the_other_waited_for() -> None:
+    verdict = hang.attribute([hang.classify(WAITING, "lab-node1"), hang.classify(STOPPED, "lab-node2")])
+    assert verdict["culprits"] == [1] and verdict["culprit_hosts"] == ["lab-node2"] and verdict["waiting"] == [0]
+    assert verdict["message"] == (
+        "rank 1 (lab-node2) stopped (SIGSTOP or job control) in DDPEngine.forward_backward (payload/engines.py:169)"
+        " — 1 rank waited for it in c10d::Work::wait, from Trainer._all_reduce (payload/train.py:456)"
+        " (rank 0 (lab-node1))"
+    )
+
+
+def test_a_rank_gone_or_busy_while_the_others_wait_is_named() -> None:
+    gone = hang.classify({"rank": 1, "pid": 7, "state": None, "threads": [], "error": "the process is gone"}, "n2")
+    busy = hang.classify(record("ddp_computing_in_gemm_native.json", 2, "R", True), "n3")
+    verdict = hang.attribute([hang.classify(WAITING, "n1"), gone, busy])
+    assert verdict["culprits"] == [1, 2] and verdict["culprit_hosts"] == ["n2", "n3"], verdict
+    assert verdict["message"].startswith("rank 1 (n2) the process is gone; rank 2 (n3) running outside any collective")
+    assert "waited for them in c10d::Work::wait" in verdict["message"]
+
+
+def test_every_rank_waiting_points_past_the_ranks() -> None:
+    other = {**WAITING, "rank": 1}
+    verdict = hang.attribute([hang.classify(WAITING, "n1"), hang.classify(other, "n2")])
+    assert verdict["culprits"] == [] and verdict["waiting"] == [0, 1]
+    assert verdict["message"].startswith("every rank waits in a collective (rank 0 (n1), rank 1 (n2))"), verdict
+
+
+def test_every_rank_busy_is_no_hang_to_attribute() -> None:
+    busy = [hang.classify(record("ddp_computing_in_gemm_native.json", r, "R", True)) for r in (0, 1)]
+    verdict = hang.attribute(busy)
+    assert verdict["culprits"] == [] and verdict["message"].startswith("no rank stands out"), verdict
+
+
+# -- the node side: py-spy and /proc faked at their boundaries -------------------------------------------------
+
+
+class Spy:
+    """Answers `py-spy dump` from fixtures: {mode: (rc, stdout, stderr)}; records each argv."""
+
+    def __init__(self, answers: dict[str, tuple[int, str, str]]):
+        self.answers, self.calls = answers, []
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(argv)
+        rc, out, err = self.answers[argv[-1]]
+        return subprocess.CompletedProcess(argv, rc, out, err)
+
+
+def proc_root(tmp_path: Path, pid: int, state: str) -> str:
+    (tmp_path / str(pid)).mkdir()
+    (tmp_path / str(pid) / "stat").write_text(f"{pid} (python3) {state} 1 {pid} {pid} 0 -1 4194560\n")
+    return str(tmp_path)
+
+
+def test_dump_of_a_running_rank_takes_native_frames(tmp_path: Path) -> None:
+    native = (FIXTURES / "ddp_waiting_in_all_reduce_native.json").read_text()
+    spy = Spy({"--native": (0, native, "")})
+    got = hang.dump_rank(11, 0, spy="/venv/bin/py-spy", run=spy, proc_root=proc_root(tmp_path, 11, "S"))
+    assert spy.calls == [["/venv/bin/py-spy", "dump", "--pid", "11", "--json", "--native"]]
+    assert got["state"] == "S" and got["native"] and got["error"] is None and len(got["threads"]) == 2
+
+
+def test_dump_of_a_stopped_rank_does_not_try_to_pause_it(tmp_path: Path) -> None:
+    blocking_error = (FIXTURES / "ddp_stopped_blocking_error.txt").read_text()
+    spy = Spy({
+        "--native": (1, "", blocking_error),
+        "--nonblocking": (0, (FIXTURES / "ddp_stopped_nonblocking.json").read_text(), ""),
+    })  # fmt: skip
+    got = hang.dump_rank(12, 1, run=spy, proc_root=proc_root(tmp_path, 12, "T"))
+    assert [c[-1] for c in spy.calls] == ["--nonblocking"]
+    assert got["state"] == "T" and not got["native"] and hang.classify(got)["status"] == "stopped"
+
+
+def test_a_failed_native_read_falls_back_then_both_errors_are_kept(tmp_path: Path) -> None:
+    error = (FIXTURES / "ddp_stopped_blocking_error.txt").read_text()
+    python_only = (FIXTURES / "ddp_waiting_in_all_reduce_python.json").read_text()
+    root = proc_root(tmp_path, 13, "S")
+    got = hang.dump_rank(13, 0, run=Spy({"--native": (1, "", error), "--nonblocking": (0, python_only, "")}),
+                         proc_root=root)  # fmt: skip
+    assert not got["native"] and got["error"] is None and hang.classify(got)["status"] == "waiting"
+    both = hang.dump_rank(13, 0, run=Spy({"--native": (1, "", error), "--nonblocking": (1, "", error)}),
+                          proc_root=root)  # fmt: skip
+    assert both["threads"] == [] and both["error"] == (
+        "py-spy --native: Error: Failed to get stack traces Caused by: 0: Failed to suspend process"
+        " 1: unexpected waitpid result PtraceEvent(Pid(23559), SIGSTOP, 128) to 23559; py-spy --nonblocking: Error:"
+        " Failed to get stack traces Caused by: 0: Failed to suspend process 1: unexpected waitpid result"
+        " PtraceEvent(Pid(23559), SIGSTOP, 128) to 23559"
+    )
+    assert hang.classify(both)["status"] == "unknown"
+
+
+def test_dump_of_a_process_that_is_gone(tmp_path: Path) -> None:
+    spy = Spy({})
+    got = hang.dump_rank(14, 3, run=spy, proc_root=str(tmp_path))
+    assert spy.calls == [] and got["error"] == "the process is gone" and hang.classify(got)["status"] == "gone"
