@@ -1,5 +1,5 @@
-"""train.yml end to end on the lab (after test_lab_2_site converged it, venv included): DDP, DeepSpeed,
-a rank killed mid-run, and a resume that finishes the run."""
+"""train.yml end to end on the lab (after test_lab_2_site converged it, venv included): DDP, DeepSpeed through
+Slurm, a rank stopped mid-run (the hang named), and a resume that finishes the run."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ ARTIFACTS = ROOT / "artifacts"
 SMALL = {"batch_size": 8, "block_size": 64, "eval_interval": 10, "eval_batches": 4, "log_interval": 5}
 COMMON = ["-e", "model=tiny", "-e", "deadline=900"]
 KILL = {**SMALL, "eval_interval": 100, "ckpt_interval": 10, "pg_timeout": 60}
-# Steps of the killed-rank run: the kill lands after step 15 (a checkpoint at 10 behind it) and must beat the
+# Steps of the stopped-rank run: the stop lands after step 15 (a checkpoint at 10 behind it) and must beat the
 # end of the run; 85 steps are >= 12 s of training even on a quiet machine, against ~3 s from the step's metric
-# line to the kill (1 s polls). The resume trains them again, so more steps only cost time.
+# line to the stop (1 s polls). The resume trains them again, so more steps only cost time.
 KILL_STEPS = 100
 
 
@@ -78,12 +78,17 @@ def finish(play: subprocess.Popen, timeout: float) -> str:
         stop(play)
 
 
-def kill_a_rank(host: str, run_id: str) -> None:
-    """SIGKILL the workers torchrun (the unit's main process) spawned on `host`."""
+def signal_rank(host: str, run_id: str, sig: str) -> None:
+    """Send `sig` to the workers torchrun (the unit's main process) spawned on `host`."""
     main_pid = ssh(host, "systemctl", "show", "-p", "MainPID", "--value", f"train-{run_id}").stdout.strip()
     workers = ssh(host, "ps", "-o", "pid=", "--ppid", main_pid).stdout.split()
     assert workers, f"no worker under torchrun {main_pid} on {host}"
-    ssh(host, "kill", "-KILL", *workers)
+    ssh(host, "kill", f"-{sig}", *workers)
+
+
+def kill_a_rank(host: str, run_id: str) -> None:
+    """SIGKILL the workers torchrun spawned on `host`."""
+    signal_rank(host, run_id, "KILL")
 
 
 def read_until(play: subprocess.Popen, text: str, timeout: float) -> str:
@@ -238,34 +243,49 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     assert idle == "", idle
 
 
-def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) -> None:
+def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, corpus: Path) -> None:
+    """SIGSTOP on rank 1's worker: the socket stays open, so only the collective's timeout (pg_timeout) ends the
+    job, on rank 0's host. Meanwhile the watch sees the steps stall and dumps every rank (py-spy): the message,
+    manifest and report name rank 1's host, stopped, with the frame it stopped in; rank 0 waited in c10d. Then a
+    resume passes over a torn checkpoint and finishes. (A rank killed outright is named by its signal:
+    test_lab_4_faults.py.)"""
     hosts = lab_cluster["hosts"]
-    run_id = f"e2e-kill-{int(time.time())}"
+    run_id = f"e2e-hang-{int(time.time())}"
     args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", f"steps={KILL_STEPS}", "-e", f"run_id={run_id}"]
     play = start_train(*args, *payload(KILL))
-    # Wait until rank 1 has trained past a checkpoint, then kill its workers (the play is ended if that fails).
+    # Wait until rank 1 has trained past a checkpoint, then stop its workers (the play is ended if that fails).
     try:
         victim = wait_for_step(play, hosts, run_id, 15)
-        t_kill = time.monotonic()
-        kill_a_rank(victim, run_id)
+        t_stop = time.monotonic()
+        signal_rank(victim, run_id, "STOP")
     except BaseException:
         stop(play)
         raise
     out = finish(play, 300)
-    took = time.monotonic() - t_kill
+    took = time.monotonic() - t_stop
     assert play.returncode != 0, out[-4000:]
-    assert took < 180, f"the playbook took {took:.0f} s to fail after the kill"
+    assert took < 180, f"the playbook took {took:.0f} s to fail after the stop"
     flat = " ".join(out.split())
     assert f"run {run_id} failed" in flat, out[-4000:]
-    # The message names the host where the failure started and how its rank ended, and how to resume.
-    assert f"job failed on {victim}: local rank 0 killed by SIGKILL" in flat, out[-4000:]
+    # Rank 0's collective timed out first; the dumps the watch took while the steps stalled say whom it waited for.
+    assert re.search(
+        rf"it hung first: rank 1 \({victim}\) stopped \(SIGSTOP or job control\) in \S+ \(payload/\S+\.py:\d+\)"
+        rf" — 1 rank waited for it in c10d::\S+", flat
+    ), out[-4000:]  # fmt: skip
     assert "-e resume=true" in flat, out[-4000:]
-    assert "saving and exporting" not in flat, out[-4000:]
     for host in hosts:
         assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").exists(), f"no log from {host}"
         assert "train-" in (ARTIFACTS / run_id / host / "logs" / "unit.log").read_text(), f"no journal from {host}"
     failed_manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
-    assert failed_manifest["first_failed_host"] == victim
+    assert failed_manifest["first_failed_host"] == victim, failed_manifest["message"]
+    hung = failed_manifest["hang"]
+    assert hung["culprits"] == [1] and hung["culprit_hosts"] == [victim] and hung["waiting"] == [0], hung
+    # Each host kept its ranks' whole dump beside their logs: the stopped rank read without pausing it.
+    dump = json.loads((ARTIFACTS / run_id / victim / "logs" / f"hang-{failed_manifest['launch_id']}.json").read_text())
+    (rank1,) = dump["records"]
+    assert rank1["rank"] == 1 and rank1["state"] == "T" and rank1["threads"] and not rank1["native"], rank1
+    report = (ARTIFACTS / run_id / "report.md").read_text()
+    assert f"| 1 | {victim} | T | stopped (SIGSTOP or job control) | " in report, report
     no_training_processes(hosts)
     # A save the failure cut short, newer than every complete checkpoint: a kill during a checkpoint leaves the
     # directory and model.pt but no trainer.json (written last). The resume must pass it over on every host.
@@ -278,6 +298,7 @@ def test_killed_rank_fails_fast_then_resume_finishes(lab_cluster, corpus: Path) 
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
     assert manifest["resumed_from"].startswith("step_") and manifest["resumed_from"] != torn.rsplit("/", 1)[1]
+    assert manifest["hang"] is None
     # Each launch keeps its own manifest: the failed one is still there.
     launches = sorted((ARTIFACTS / run_id).glob("manifest-*.json"))
     assert [json.loads(p.read_text())["outcome"] for p in launches] == ["failed", "completed"], launches

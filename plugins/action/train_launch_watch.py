@@ -11,6 +11,12 @@ host (or a host lost for `lost_after` seconds) ends the watch everywhere at the 
 the survivors at once instead of waiting for their collective timeout. With `min_nodes` (elastic rendezvous),
 hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
 prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
+
+A hang: when rank 0's metrics do not move for `hang_after` seconds while the job runs, that host writes
+`signal_dir/@stall.json` (no host name holds "@"); every host then dumps its ranks' stacks and states once (module
+train_hang_dump, py-spy) into its job record and its logs, before the collective's own timeout (the payload's
+pg_timeout) ends the job. Progress again removes the file and the dumps: a pause (an evaluation, a slow
+checkpoint) was no hang. The outcome names the rank(s) the others waited for (module_utils/hang.py).
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as filters
 
 display = Display()
+STALL_FILE = "@stall.json"
 
 
 class ActionModule(ActionBase):
@@ -60,6 +67,55 @@ class ActionModule(ActionBase):
             json.dump(payload, f)
         os.replace(tmp, os.path.join(signal_dir, f"{host}.json"))
 
+    def _watch_hang(self, args: dict, task_vars: dict, job: dict, state: dict, metrics: dict | None) -> None:
+        """Stall detection (the progress host) and the dump of this host's ranks once per stall (every host)."""
+        hang_after = float(args.get("hang_after") or 0)
+        if hang_after <= 0:
+            return
+        stall_file = os.path.join(args["signal_dir"], STALL_FILE)
+        now = time.time()
+        if boolean(args.get("progress", False), strict=False) and job["state"] == "running":
+            key = (metrics or {}).get("time"), (metrics or {}).get("step"), (metrics or {}).get("kind")
+            if key != state.get("key"):
+                state.update(key=key, since=now)
+                if os.path.exists(stall_file):
+                    os.remove(stall_file)
+            elif metrics and now - state["since"] > hang_after and not os.path.exists(stall_file):
+                stalled = {"at": now, "step": metrics.get("step"), "stalled_s": round(now - state["since"], 1)}
+                with open(stall_file + ".tmp", "w", encoding="utf-8") as f:
+                    json.dump(stalled, f)
+                os.replace(stall_file + ".tmp", stall_file)
+        stall = self._read(stall_file)
+        if stall is None:
+            job.pop("hang", None)  # progress again: a pause, not a hang
+            return
+        if job["state"] != "running" or state.get("dumped") == stall.get("at"):
+            return
+        state["dumped"] = stall.get("at")
+        dump = self._execute_module(
+            module_name="rdma_llm.cluster.train_hang_dump",
+            module_args={"run_dir": args["run_dir"], "launch_id": args["launch_id"], "spy": args["spy"]},
+            task_vars=task_vars,
+        )
+        # Each rank's main thread only: what the attribution reads (the whole dump stays in the host's logs).
+        records = [{**r, "threads": [t for t in [hang.main_thread(r)] if t]} for r in dump.get("records") or []]
+        job["hang"] = {"at": stall.get("at"), "step": stall.get("step"), "records": records,
+                       "error": dump.get("msg") if dump.get("failed") else None}  # fmt: skip
+        display.display(
+            f"{task_vars['inventory_hostname']}: no step for {stall.get('stalled_s', hang_after)} s after step "
+            f"{stall.get('step')}: "
+            + (f"stacks of {len(records)} rank(s) kept (logs/hang-{args['launch_id']}.json)" if records
+               else f"no stacks ({dump.get('msg') or 'no rank found'})")
+        )  # fmt: skip
+
+    @staticmethod
+    def _read(path: str) -> dict | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
     @staticmethod
     def _peer_records(signal_dir: str) -> dict[str, dict]:
         """host -> record of every host whose unit has ended (or that was lost)."""
@@ -69,7 +125,7 @@ class ActionModule(ActionBase):
         except OSError:
             return out
         for name in names:
-            if not name.endswith(".json"):
+            if not name.endswith(".json") or name.startswith("@"):
                 continue
             try:
                 with open(os.path.join(signal_dir, name), encoding="utf-8") as f:
@@ -92,6 +148,7 @@ class ActionModule(ActionBase):
         nodes, min_nodes = list(args.get("nodes") or []), int(args.get("min_nodes") or 0)
         # Seconds the Slurm job waited in the queue: they do not count against the deadline.
         pending_s, pending_since = 0.0, None
+        hang_state: dict = {}
         while True:
             polls += 1
             lost = ""
@@ -138,6 +195,7 @@ class ActionModule(ActionBase):
                         display.display(
                             filters.progress_line(elapsed - pending_s, hosts - ended, hosts, metrics, args["max_steps"])
                         )
+                self._watch_hang(args, task_vars, job, hang_state, metrics)
             except (AnsibleConnectionFailure, AnsibleError) as e:
                 lost = str(e)[:200]
                 if time.time() - last_contact > lost_after:

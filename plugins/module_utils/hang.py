@@ -45,17 +45,40 @@ def proc_state(stat: str) -> str:
     return stat.rsplit(") ", 1)[1][:1]
 
 
+def run_command(argv: list[str], timeout: float = 30) -> tuple[int, str, str]:
+    """`run` for dump_rank outside Ansible (a module passes its own run_command)."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, "", str(exc)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def local_ranks(metrics_lines: Iterable[str], hostname: str) -> dict[int, int]:
+    """rank -> pid of the ranks on this host, from their latest `start` record in metrics.jsonl (each rank writes
+    one at every start, restarts included; a shared out_dir holds every host's)."""
+    ranks: dict[int, int] = {}
+    for line in metrics_lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("kind") == "start" and rec.get("hostname") == hostname:
+            ranks[int(rec["rank"])] = int(rec["pid"])
+    return dict(sorted(ranks.items()))
+
+
 def dump_rank(
     pid: int,
     rank: int,
     spy: str = "py-spy",
-    run: Callable[..., Any] = subprocess.run,
+    run: Callable[[list[str]], tuple[int, str, str]] = run_command,
     proc_root: str = "/proc",
-    timeout: float = 30,
 ) -> dict[str, Any]:
     """One rank's record: its state (read first) and its threads' stacks from `py-spy dump --json`, native frames
     where py-spy can pause the process. A stopped or D-state process cannot be paused (py-spy 0.4.3: "Failed to
-    suspend process"), so it is read without pausing, Python frames only; a failed native read is retried so."""
+    suspend process"), so it is read without pausing, Python frames only; a failed native read is retried so.
+    `run(argv)` returns (rc, stdout, stderr)."""
     record: dict[str, Any] = {"rank": rank, "pid": pid, "state": None, "native": False, "threads": [], "error": None}
     try:
         record["state"] = proc_state(Path(proc_root, str(pid), "stat").read_text())
@@ -65,16 +88,16 @@ def dump_rank(
     tries = [["--nonblocking"]] if record["state"] in HELD else [["--native"], ["--nonblocking"]]
     errors = []
     for mode in tries:
-        proc = run([spy, "dump", "--pid", str(pid), "--json", *mode], capture_output=True, text=True, timeout=timeout)
-        if proc.returncode == 0:
+        rc, out, err = run([spy, "dump", "--pid", str(pid), "--json", *mode])
+        if rc == 0:
             try:
-                record["threads"] = json.loads(proc.stdout)
+                record["threads"] = json.loads(out)
             except ValueError as exc:
                 errors.append(f"py-spy {' '.join(mode)}: unreadable output ({exc})")
                 continue
             record["native"] = mode == ["--native"]
             break
-        errors.append(f"py-spy {' '.join(mode)}: {first_error(proc.stderr)}")
+        errors.append(f"py-spy {' '.join(mode)}: {first_error(err)}")
     else:
         record["error"] = "; ".join(errors)
     return record
@@ -193,3 +216,26 @@ def who(rank: Mapping[str, Any]) -> str:
 
 def plural(n: int) -> str:
     return "1 rank" if n == 1 else f"{n} ranks"
+
+
+def verdict(jobs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The attribution over every host's dumps from the launch's watch (`job["hang"]["records"]`, taken while the
+    job's steps stalled), or None when no host dumped. A host whose ranks were not read (lost, or its job already
+    ended) while every rank read waits is the one they waited for."""
+    dumped = {h: j["hang"] for h, j in jobs.items() if (j.get("hang") or {}).get("records")}
+    if not dumped:
+        return None
+    out = attribute([classify(rec, host) for host, stall in dumped.items() for rec in stall["records"]])
+    unread = [f"{h} ({j.get('state') or 'not read'})" for h, j in jobs.items() if h not in dumped]
+    if unread and not out["culprits"]:
+        sample = next(r for r in out["ranks"] if r["status"] == "waiting") if out["waiting"] else None
+        out["culprit_hosts"] = sorted(h for h in jobs if h not in dumped)
+        out["message"] = (
+            f"{', '.join(who(r) for r in out['ranks'])} waited"
+            + (f" in {sample['collective']}" if sample else "")
+            + f" for {', '.join(unread)}, whose ranks could not be read"
+        )
+    elif unread:
+        out["message"] += f"; not read: {', '.join(unread)}"
+    out["at"] = min(stall["at"] for stall in dumped.values())
+    return out

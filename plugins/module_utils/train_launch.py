@@ -15,8 +15,8 @@ import signal
 from datetime import UTC, datetime
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 # Payload keys the role sets itself from its own variables (staged paths, the run directory).
@@ -408,7 +408,13 @@ def job_outcome(
         msg = f"job failed on {first_host}: {why}" + (f" (then on {', '.join(others)})" if others else "")
         if lost and blocked not in ("no min_nodes", "a unit failed"):
             msg += f"; it cannot go on without {', '.join(lost)}: {blocked}"
-        return {"outcome": "failed", "message": msg, "first_failed": first_host, "lost": []}
+        # The steps had stalled before it failed (the watch dumped every rank): the rank(s) the others waited for
+        # are where it started, not the host whose collective timed out first.
+        stalled = hang.verdict(jobs)
+        if stalled:
+            msg += f"; it hung first: {stalled['message']}"
+            first_host = stalled["culprit_hosts"][0] if stalled["culprit_hosts"] else first_host
+        return {"outcome": "failed", "message": msg, "first_failed": first_host, "lost": [], "hang": stalled}
     if jobs and all(j.get("state") == "completed" for j in jobs.values()):
         return {"outcome": "completed", "message": "ok", "first_failed": None, "lost": []}
     if deadline_passed:

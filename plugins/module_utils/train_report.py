@@ -400,6 +400,8 @@ def summarise(run: Path) -> dict:
     summary["stragglers"] = stragglers(everyone, launched, threshold)
     summary["nccl"] = nccl_transport(run, manifest["nodes"])
     summary["quarantined"] = quarantines(rank0, launched)
+    # The launch's watch saw the steps stall and dumped every rank (module_utils/hang.py's verdict).
+    summary["hang"] = manifest.get("hang")
     return summary
 
 
@@ -615,6 +617,7 @@ def markdown(s: dict) -> str:
             else []
         ),
         *straggler_lines(s.get("stragglers") or {}),
+        *hang_lines(s.get("hang")),
         *(
             [
                 "NCCL's transport, from its own log on each host (logs/nccl.*.log):",
@@ -636,6 +639,27 @@ def markdown(s: dict) -> str:
         "environment, command lines, package versions and checkpoint paths.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def hang_lines(hang: dict | None) -> list[str]:
+    """report.md's account of a hang: each rank's state and frame when the steps stalled (stacks in
+    <host>/logs/hang-<launch_id>.json)."""
+    if not hang:
+        return []
+    return [
+        f"The steps stalled at {_clock(hang.get('at'))}: {hang['message']}.",
+        "",
+        "| rank | host | state | reading | frame (training code) |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {r['rank']} | {r.get('host') or '-'} | {r.get('state') or '-'} | {r['why']} | "
+            f"{r.get('where') or r.get('frame') or '-'} |"
+            for r in hang.get("ranks") or []
+        ),
+        "",
+        "Every rank's threads, as py-spy read them, are in <host>/logs/hang-<launch_id>.json.",
+        "",
+    ]
 
 
 def write(run: Path) -> list[str]:
@@ -680,6 +704,8 @@ def write(run: Path) -> list[str]:
         )
     for line in quarantine_lines(summary["quarantined"]):
         lines.append(f"quarantined: {line}")
+    if summary.get("hang"):
+        lines.append(f"hang:   {summary['hang']['message']}")
     for line in transport_lines(summary["nccl"]):
         lines.append(f"nccl:   {line}")
     lines.append(f"report: {run / 'report.md'}")

@@ -30,6 +30,13 @@ options:
   max_steps: {description: The run's max_steps (for the progress line)., type: int, required: true}
   nodes: {description: The job's hosts in rank order., type: list, elements: str, default: []}
   min_nodes: {description: The job may go on with this many nodes (elastic rendezvous); 0 = all., type: int, default: 0}
+  hang_after:
+    description:
+      - Seconds without a new metrics line from rank 0 while the job runs after which every host dumps its ranks'
+        stacks and states (module rdma_llm.cluster.train_hang_dump); 0 = never.
+    type: float
+    default: 0
+  spy: {description: The py-spy executable on the hosts (the training venv's)., type: path, default: py-spy}
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
@@ -48,7 +55,8 @@ EXAMPLES = r"""
 RETURN = r"""
 job:
   description: C(host), C(state) (running, completed, failed, stopped, unreachable, missing), C(unit) (systemd's
-    properties), C(ended) (epoch), C(why), C(workers) (the worker failures of this launch).
+    properties), C(ended) (epoch), C(why), C(workers) (the worker failures of this launch), C(hang) (while the
+    steps stalled - C(at), C(step), C(records): each local rank's state and main thread's stack).
   type: dict
   returned: always
 timed_out:

@@ -5,11 +5,10 @@ faked at their boundaries."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, train_launch, train_report
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "hang"
 
@@ -122,10 +121,9 @@ class Spy:
     def __init__(self, answers: dict[str, tuple[int, str, str]]):
         self.answers, self.calls = answers, []
 
-    def __call__(self, argv, **kwargs):
+    def __call__(self, argv):
         self.calls.append(argv)
-        rc, out, err = self.answers[argv[-1]]
-        return subprocess.CompletedProcess(argv, rc, out, err)
+        return self.answers[argv[-1]]
 
 
 def proc_root(tmp_path: Path, pid: int, state: str) -> str:
@@ -175,3 +173,94 @@ def test_dump_of_a_process_that_is_gone(tmp_path: Path) -> None:
     spy = Spy({})
     got = hang.dump_rank(14, 3, run=spy, proc_root=str(tmp_path))
     assert spy.calls == [] and got["error"] == "the process is gone" and hang.classify(got)["status"] == "gone"
+
+
+def test_local_ranks_are_the_latest_start_of_each_rank_on_this_host() -> None:
+    lines = [
+        json.dumps({"kind": "start", "rank": 0, "pid": 100, "hostname": "lab-node1"}),
+        json.dumps({"kind": "train", "rank": 0, "step": 5}),
+        json.dumps({"kind": "start", "rank": 1, "pid": 200, "hostname": "lab-node2"}),
+        "{torn line",
+        json.dumps({"kind": "start", "rank": 0, "pid": 101, "hostname": "lab-node1"}),  # the agent restarted it
+    ]
+    assert hang.local_ranks(lines, "lab-node1") == {0: 101}
+    assert hang.local_ranks(lines, "lab-node2") == {1: 200}
+    assert hang.local_ranks(lines, "lab-node3") == {}
+
+
+def test_run_command_says_why_a_tool_did_not_run() -> None:
+    rc, out, err = hang.run_command(["/nonexistent/py-spy", "dump"])
+    assert rc == 1 and out == "" and "No such file" in err
+
+
+def test_the_verdict_over_every_hosts_watch() -> None:
+    jobs = {
+        "lab-node1": {"state": "failed", "hang": {"at": 1000.0, "records": [WAITING]}},
+        "lab-node2": {"state": "running", "hang": {"at": 1001.5, "records": [STOPPED]}},
+        "lab-node3": {"state": "running"},
+    }
+    got = hang.verdict(jobs)
+    assert got["culprits"] == [1] and got["culprit_hosts"] == ["lab-node2"] and got["at"] == 1000.0, got
+    assert [r["host"] for r in got["ranks"]] == ["lab-node1", "lab-node2"]
+    assert hang.verdict({"lab-node1": {"state": "failed"}}) is None
+
+
+def test_a_host_whose_ranks_were_not_read_is_the_one_waited_for() -> None:
+    """A node powered off: its watch reads nothing, the survivor's rank waits for it."""
+    jobs = {"lab-node1": {"state": "failed", "hang": {"at": 5.0, "records": [WAITING]}},
+            "lab-node2": {"state": "unreachable"}}  # fmt: skip
+    got = hang.verdict(jobs)
+    assert got["culprits"] == [] and got["culprit_hosts"] == ["lab-node2"], got
+    assert got["message"] == (
+        "rank 0 (lab-node1) waited in c10d::Work::wait for lab-node2 (unreachable), whose ranks could not be read"
+    )
+    jobs["lab-node3"] = {"state": "running", "hang": {"at": 6.0, "records": [STOPPED]}}
+    got = hang.verdict(jobs)
+    assert got["culprit_hosts"] == ["lab-node3"] and got["message"].endswith("; not read: lab-node2 (unreachable)")
+
+
+def test_the_outcome_of_a_hung_job_names_the_rank_waited_for_not_the_first_timeout() -> None:
+    """lab-node1's rank timed out in its collective (pg_timeout) and failed first; the dumps the watch took while the
+    steps stalled name lab-node2's stopped rank as where it started."""
+    failed_unit = {"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainCode": "1",
+                   "ExecMainStatus": "1"}  # fmt: skip
+    jobs = {
+        "lab-node1": {"state": "failed", "ended": 70.0, "unit": failed_unit,
+                      "workers": [{"code": 1, "text": "local rank 0 exit code 1", "error": None}],
+                      "hang": {"at": 30.0, "step": 17, "records": [WAITING]}},
+        "lab-node2": {"state": "running", "hang": {"at": 30.0, "step": 17, "records": [STOPPED]}},
+    }  # fmt: skip
+    got = train_launch.job_outcome(jobs)
+    assert got["outcome"] == "failed" and got["first_failed"] == "lab-node2", got
+    assert got["message"].startswith(
+        "job failed on lab-node1: local rank 0 exit code 1 (torchrun exit code 1); it hung first: rank 1 (lab-node2)"
+        " stopped (SIGSTOP or job control) in DDPEngine.forward_backward (payload/engines.py:169)"
+    ), got["message"]
+    assert got["hang"]["culprits"] == [1] and got["hang"]["at"] == 30.0
+    # No dumps (the job failed before its steps stalled for long): the outcome as before.
+    plain = train_launch.job_outcome({h: {k: v for k, v in j.items() if k != "hang"} for h, j in jobs.items()})
+    assert plain["first_failed"] == "lab-node1" and plain["hang"] is None and "hung" not in plain["message"]
+
+
+def test_the_report_of_a_hung_run_shows_every_rank(tmp_path: Path) -> None:
+    stalled = hang.verdict({"lab-node1": {"state": "failed", "hang": {"at": 30.0, "records": [WAITING]}},
+                            "lab-node2": {"state": "running", "hang": {"at": 30.0, "records": [STOPPED]}}})  # fmt: skip
+    manifest = {
+        "run_id": "r1", "outcome": "failed", "message": "job failed on lab-node1: ...", "engine": "ddp",
+        "model": "tiny", "launch_id": "A", "nodes": [{"host": "lab-node1"}, {"host": "lab-node2"}],
+        "timings": {"started_epoch": 0, "launched_epoch": 10, "ended_epoch": 90}, "hang": stalled,
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    steps = [{"kind": "train", "rank": 0, "step": s, "time": 10.0 + s, "loss_global": 9.0 - s, "tokens_per_s": 100}
+             for s in (1, 2)]  # fmt: skip
+    (tmp_path / "lab-node1" / "out").mkdir(parents=True)
+    (tmp_path / "lab-node1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    lines = train_report.write(tmp_path)
+    assert f"hang:   {stalled['message']}" in lines
+    md = (tmp_path / "report.md").read_text()
+    assert (
+        "| 1 | lab-node2 | T | stopped (SIGSTOP or job control) | DDPEngine.forward_backward (payload/engines.py:169) |"
+        in md
+    )
+    assert "| 0 | lab-node1 | S | waiting in c10d::Work::wait | Trainer._all_reduce (payload/train.py:456) |" in md
+    assert json.loads((tmp_path / "report.json").read_text())["hang"]["culprit_hosts"] == ["lab-node2"]
