@@ -215,7 +215,7 @@ class ActionModule(ActionBase):
                 break
             records = self._peer_records(signal_dir)
             # Hosts lost for good that the job goes on without (min_nodes) do not end this watch.
-            if filters.peers_end_watch(records, host, nodes, min_nodes):
+            if filters.peers_end_watch(records, host, nodes, min_nodes, str(args.get("rdzv_host") or "")):
                 peer = next(h for h, r in records.items() if h != host and r.get("state") != "completed")
                 if not lost:
                     break

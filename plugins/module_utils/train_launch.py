@@ -282,16 +282,21 @@ def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any, 
 _LOST = ("unreachable", "missing")
 
 
-def _losses(jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int) -> tuple[list[str], str]:
+def _losses(
+    jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int, rdzv_host: str = ""
+) -> tuple[list[str], str]:
     """The hosts lost for good among `jobs` and why the job cannot go on without them ("" when it can: every
-    ended host is lost, not node 0, which holds the rendezvous, and at least min_nodes are left)."""
+    ended host is lost, not the rendezvous store's host - node 0, or train_launch_rdzv_host where one is named -
+    and at least min_nodes are left)."""
     ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed", "pending")}
     lost = sorted(h for h, j in ended.items() if j.get("state") in _LOST)
     if not lost or not min_nodes or min_nodes >= len(nodes):
         return lost, "no min_nodes"
     if len(lost) != len(ended):
         return lost, "a unit failed"
-    if nodes and nodes[0] in lost:
+    if rdzv_host and rdzv_host in lost:
+        return lost, f"{rdzv_host} held the rendezvous store (train_launch_rdzv_host)"
+    if not rdzv_host and nodes and nodes[0] in lost:
         return lost, f"{nodes[0]} held the rendezvous (node rank 0)"
     left = len(nodes) - len(lost)
     if left < min_nodes:
@@ -299,14 +304,16 @@ def _losses(jobs: dict[str, dict[str, Any]], nodes: list[str], min_nodes: int) -
     return lost, ""
 
 
-def peers_end_watch(records: dict[str, dict[str, Any]], host: str, nodes: list[str], min_nodes: int = 0) -> bool:
+def peers_end_watch(
+    records: dict[str, dict[str, Any]], host: str, nodes: list[str], min_nodes: int = 0, rdzv_host: str = ""
+) -> bool:
     """Whether the peers' records (hosts whose watch ended: a unit that failed or stopped, a host lost) end the
     watch of `host`. Any peer ends it, except hosts lost for good that the job can go on without
     (train_launch_min_nodes): then the survivors keep training and this host keeps watching."""
     peers = {h: r for h, r in records.items() if h != host and r.get("state") != "completed"}
     if not peers:
         return False
-    return bool(_losses(peers, nodes, int(min_nodes or 0))[1])
+    return bool(_losses(peers, nodes, int(min_nodes or 0), rdzv_host)[1])
 
 
 def stopped_by_request(job: dict[str, Any], stop_at: float | None) -> bool:
@@ -331,6 +338,7 @@ def job_outcome(
     min_nodes: int = 0,
     stop_at: float | None = None,
     stopped_hosts: list[str] | None = None,
+    rdzv_host: str = "",
 ) -> dict[str, Any]:
     """Outcome of the job from each host's watch result (unit status as systemd reports it).
 
@@ -353,7 +361,7 @@ def job_outcome(
             "first_failed": None,
             "lost": [],
         }
-    lost, blocked = _losses(jobs, nodes, int(min_nodes or 0))
+    lost, blocked = _losses(jobs, nodes, int(min_nodes or 0), rdzv_host)
     if lost and not blocked:
         gone = [
             {"host": h, "at": jobs[h].get("ended"), "why": jobs[h].get("why") or jobs[h].get("state")} for h in lost
@@ -696,6 +704,22 @@ def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict
     return props, link.strip(), metrics, worker_failures(failures_text)
 
 
+def rdzv_host_problems(rdzv_host: str, inventory_hosts: list[str], scheduler: str) -> list[str]:
+    """What is wrong with train_launch_rdzv_host (the rendezvous store's own host; "" keeps it in node rank 0's
+    agent), before anything is staged."""
+    if not rdzv_host:
+        return []
+    out = []
+    if rdzv_host not in inventory_hosts:
+        out.append(f"train_launch_rdzv_host={rdzv_host} is not a host of the inventory")
+    if scheduler == "slurm":
+        out.append(
+            "train_launch_rdzv_host (a rendezvous that outlives any node) is not offered through Slurm: Slurm ends the "
+            "whole job when one of its nodes fails; use train_launch_scheduler=systemd"
+        )
+    return out
+
+
 # Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
     "train_launch_rank_order": rank_order,
@@ -713,4 +737,5 @@ FILTERS = {
     "train_launch_manifest_nodes": manifest_nodes,
     "train_launch_common_checkpoint": common_checkpoint,
     "train_launch_preflight_problems": preflight_problems,
+    "train_launch_rdzv_host_problems": rdzv_host_problems,
 }

@@ -37,6 +37,10 @@ options:
     type: float
     default: 0
   spy: {description: The py-spy executable on the hosts (the training venv's)., type: path, default: py-spy}
+  rdzv_host:
+    description: The rendezvous store's own host (train_launch_rdzv_host); empty - node rank 0's agent holds it.
+    type: str
+    default: ""
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from payload_helpers import TRAIN, Launch, base_args, free_port, read_jsonl, wait_for
+from payload_helpers import REPO, TRAIN, Launch, base_args, free_port, read_jsonl, wait_for
 
 from payload import ckpt_verify as V
 
@@ -125,6 +125,52 @@ def test_lost_node_the_survivor_goes_on_alone_from_its_checkpoint(tmp_path, corp
     train = [r for r in records if r["kind"] == "train"]
     assert train[-1]["step"] == 30 and train[-1]["loss_global"] < train[0]["loss_global"] - 1.0, train
     print(f"node lost -> survivor finished alone: {elapsed:.1f} s (from step {resume['step']})")
+
+
+def test_lost_node_rank_0_the_store_elsewhere_the_survivor_goes_on(tmp_path, corpus, tokenizer_dir, token_cache):
+    """As above, but the node lost is the one holding rank 0, which by default also holds the rendezvous store (and
+    so ends the job): with the store as a service of its own (roles/train_launch/files/rdzv_store.py, what
+    train_launch_rdzv_host starts) and every agent a client (is_host=0, as the launch renders it), the other node
+    restarts its worker, the rendezvous completes without the lost one, and the payload resumes at world size 1."""
+    port, jobs = free_port(), []
+    outs = [tmp_path / "node0", tmp_path / "node1"]
+    store = Launch([sys.executable, str(REPO / "roles/train_launch/files/rdzv_store.py"), f"--port={port}"],
+                   tmp_path / "store.log")  # fmt: skip
+    try:
+        wait_for(lambda: "listening" in store.output(), 60, "the store to listen", store)
+        for node, out in enumerate(outs):
+            cmd = [
+                sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc_per_node=1",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=elastic-store",
+                "--rdzv-conf=is_host=0,join_timeout=60,last_call_timeout=3",
+                "--local-addr=127.0.0.1", "--max-restarts=1", "--monitor-interval=1", str(TRAIN),
+                *base_args(out, corpus, tokenizer_dir, token_cache, max_steps=30, ckpt_interval=5, log_interval=1),
+            ]  # fmt: skip
+            jobs.append(
+                Launch(cmd, tmp_path / f"torchrun-node{node}.log", env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
+            )
+
+        def rank0_node():
+            for i, out in enumerate(outs):
+                recs = read_jsonl(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
+                if any(r["kind"] == "train" and r["rank"] == 0 and r["step"] >= 8 for r in recs):
+                    return (i,)
+            return None
+
+        (lost,) = wait_for(rank0_node, 180, "rank 0 past step 8", jobs[0])
+        survivor = 1 - lost
+        jobs[lost].stop()  # the node holding rank 0 is gone
+        rc = jobs[survivor].wait(timeout=240)
+        assert rc == 0, jobs[survivor].output()[-4000:]
+    finally:
+        for job in [*jobs, store]:
+            job.stop()
+    result = json.loads((outs[survivor] / "result.json").read_text())
+    assert result["status"] == "completed" and result["final_step"] == 30 and result["world_size"] == 1, result
+    records = read_jsonl(outs[survivor] / "metrics.jsonl")
+    assert [(r["rank"], r["world_size"]) for r in records if r["kind"] == "start"] == [(1, 2), (0, 1)], records
+    (resume,) = [r for r in records if r["kind"] == "resume"]
+    assert resume["world_size_before"] == 2 and resume["step"] >= 5, resume
 
 
 def test_corrupt_latest_checkpoint_is_quarantined_and_the_restart_resumes_from_the_one_before(

@@ -886,3 +886,46 @@ def test_poll_script_on_this_machine(tmp_path, systemctl: str, saved: str | None
     assert metrics == {"rank": 0, "kind": "train", "step": 7}
     # Only this launch's (after its marker), with the payload's error line before it.
     assert [(f["pid"], f["error"]) for f in failures] == [(77, "out of memory")], failures
+
+
+@pytest.mark.parametrize(
+    ("records", "rdzv_host", "ends"),
+    [
+        ({"n1": LOST}, "", True),  # node rank 0's agent held the store
+        ({"n1": LOST}, "n3", False),  # the store has a host of its own: node rank 0 is lost like any other
+        ({"n3": LOST}, "n3", True),  # ... which itself cannot be lost
+        ({"n1": LOST}, "head", False),  # a host that does not train
+    ],
+)
+def test_peers_end_watch_with_a_store_of_its_own(records, rdzv_host, ends) -> None:
+    assert F.peers_end_watch(records, "n2", NODES3, 1, rdzv_host) is ends
+
+
+def test_job_outcome_survives_node_rank_0_with_a_store_of_its_own() -> None:
+    jobs = {"n1": LOST, "n2": RUNNING}
+    assert F.job_outcome(jobs, False, ["n1", "n2"], 1)["outcome"] == "failed"
+    got = F.job_outcome(jobs, False, ["n1", "n2"], 1, rdzv_host="n2")
+    assert got["outcome"] == "running" and got["message"].startswith("goes on with 1 of 2 nodes"), got
+    lost_store = F.job_outcome({"n1": RUNNING, "n2": LOST}, False, ["n1", "n2"], 1, rdzv_host="n2")
+    assert lost_store["outcome"] == "failed" and lost_store["message"].endswith(
+        "n2 held the rendezvous store (train_launch_rdzv_host)"
+    ), lost_store
+
+
+@pytest.mark.parametrize(
+    ("rdzv_host", "scheduler", "problems"),
+    [
+        ("", "systemd", []),
+        ("", "slurm", []),
+        ("head", "systemd", []),
+        ("nosuch", "systemd", ["train_launch_rdzv_host=nosuch is not a host of the inventory"]),
+        (
+            "head",
+            "slurm",
+            ["train_launch_rdzv_host (a rendezvous that outlives any node) is not offered through Slurm"],
+        ),
+    ],
+)
+def test_rdzv_host_problems(rdzv_host, scheduler, problems) -> None:
+    got = F.rdzv_host_problems(rdzv_host, ["n1", "n2", "head"], scheduler)
+    assert len(got) == len(problems) and all(g.startswith(p) for g, p in zip(got, problems, strict=True)), got
