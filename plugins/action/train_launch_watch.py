@@ -82,6 +82,7 @@ class ActionModule(ActionBase):
                     os.remove(stall_file)
             elif metrics and now - state["since"] > hang_after and not os.path.exists(stall_file):
                 stalled = {"at": now, "step": metrics.get("step"), "stalled_s": round(now - state["since"], 1)}
+                os.makedirs(args["signal_dir"], exist_ok=True)
                 with open(stall_file + ".tmp", "w", encoding="utf-8") as f:
                     json.dump(stalled, f)
                 os.replace(stall_file + ".tmp", stall_file)
