@@ -153,7 +153,9 @@ def classify(record: Mapping[str, Any], host: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"rank": record["rank"], "host": host, "pid": record.get("pid"), "state": record.get("state")}
     thread = main_thread(record)
     frames = (thread or {}).get("frames") or []
-    out["frame"] = frame_text(frames[0]) if frames else None
+    # The innermost Python frame (py-spy gives native frames line 0): what a reader recognises.
+    python = next((f for f in frames if f.get("line")), frames[0] if frames else None)
+    out["frame"] = frame_text(python) if python else None
     out["where"] = own_frame(frames)
     state = record.get("state")
     if state is None:
