@@ -60,7 +60,7 @@ RETURN = r"""
 job:
   description: C(host), C(state) (running, completed, failed, stopped, unreachable, missing), C(unit) (systemd's
     properties), C(ended) (epoch), C(why), C(workers) (the worker failures of this launch), C(hang) (while the
-    steps stalled - C(at), C(step), C(records): each local rank's state and main thread's stack).
+    steps stalled - C(at), C(step), C(records), each local rank's state and main thread's stack).
   type: dict
   returned: always
 timed_out:
