@@ -299,6 +299,30 @@ def nccl_transport(run: Path, nodes: list[dict]) -> dict:
     return out
 
 
+def lineage(records: list[dict]) -> list[dict]:
+    """The records of the process that is rank 0 at the end, back through the ranks its host had before: an elastic
+    restart numbers the ranks again, and when node rank 0 is lost for good (the rendezvous store elsewhere) a
+    survivor becomes rank 0 while the lost node's records are not collected. Per start of that host's local rank 0,
+    the records of the lowest rank the host had then. Where rank 0 never moved this is rank 0's records."""
+    rank0 = [r for r in records if r.get("rank") == 0]
+    starts = [r for r in rank0 if r.get("kind") == "start"]
+    if not starts:
+        return rank0
+    host = max(starts, key=lambda r: r["time"])["host"]
+    own = sorted((r for r in records if r.get("host") == host), key=lambda r: r["time"])
+    out: list[dict] = []
+    generation: list[dict] = []
+    for r in [*own, None]:
+        if r is None or (r.get("kind") == "start" and r.get("local_rank", 0) == 0 and generation):
+            ranks = [g["rank"] for g in generation if g.get("kind") == "start" and "rank" in g]
+            lowest = min(ranks) if ranks else 0
+            out.extend(g for g in generation if g.get("rank") == lowest)
+            generation = []
+        if r is not None:
+            generation.append(r)
+    return out
+
+
 def _unique(records: list[dict]) -> list[dict]:
     """A shared out_dir puts the same records in every host's copy: each once (the first host that has it)."""
     seen, out = set(), []
@@ -348,6 +372,8 @@ def summarise(run: Path) -> dict:
         if res.exists():
             results[node["host"]] = json.loads(res.read_text())
     rank0 = [r for r in _unique(records) if r.get("rank") == 0]
+    # Restarts and goodput follow the process that is rank 0 at the end, through the ranks it had before.
+    line = lineage(_unique(records))
     train = sorted((r for r in rank0 if r.get("kind") == "train"), key=lambda r: (r["time"], r["step"]))
     evals = sorted((r for r in rank0 if r.get("kind") == "eval"), key=lambda r: (r["time"], r["step"]))
     result = next((r for r in results.values() if r.get("final_val_loss") is not None), None)
@@ -381,7 +407,7 @@ def summarise(run: Path) -> dict:
             max(float(manifest["timings"]["ended_epoch"]) - float(manifest["timings"]["started_epoch"]), 0.0), 1
         ),
         "restarts": restarts(
-            rank0,
+            line,
             launched,
             worker_failures(run, manifest["nodes"], manifest.get("launch_id"), launched),
             manifest.get("lost_nodes"),
@@ -394,7 +420,7 @@ def summarise(run: Path) -> dict:
         },
     }
     summary["lost_nodes"] = lost_nodes(manifest.get("lost_nodes") or [], summary["restarts"])
-    summary["goodput"], summary["run_goodput"] = run_accounting(run, manifest, rank0)
+    summary["goodput"], summary["run_goodput"] = run_accounting(run, manifest, line)
     everyone = _unique(records)
     threshold = (manifest.get("limits") or {}).get("straggler_threshold")
     summary["stragglers"] = stragglers(everyone, launched, threshold)

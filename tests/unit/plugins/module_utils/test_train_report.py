@@ -177,3 +177,29 @@ def test_straggler_rule_off_and_this_launch_only() -> None:
     lines = R.straggler_lines(R.stragglers(slow, None, 0.7))
     assert lines[0].startswith("Stragglers (forward time over 1.429 x its peers' median"), lines
     assert "**rank 1 on n1**" in lines[0], lines
+
+
+def test_the_restart_after_losing_node_rank_0_is_seen_through_the_survivor() -> None:
+    """min_nodes with the rendezvous store elsewhere: n1 (rank 0) is lost for good and not collected; n2 was rank 1
+    and is rank 0 of one after the restart. Rank 0's records alone hold one start: no restart. The lineage follows
+    n2 back through rank 1."""
+    n2 = [
+        rec(100, "start", rank=1, world_size=2, local_rank=0),
+        train(110, 5, rank=1),
+        train(115, 10, rank=1),
+        train(120, 15, rank=1),
+        rec(160, "start", rank=0, world_size=1, local_rank=0),
+        rec(165, "resume", step=10, world_size_before=2),
+        train(170, 15),
+    ]
+    records = [{**r, "host": "n2"} for r in n2]
+    lost = [{"host": "n1", "at": 125.0, "why": "unreachable for 45 s"}]
+    assert R.restarts([r for r in records if r["rank"] == 0], 100, [], lost) == []
+    line = R.lineage(records)
+    assert [(r["kind"], r["rank"]) for r in line][:2] == [("start", 1), ("train", 1)]
+    (restart,) = R.restarts(line, 100, [], lost)
+    assert restart["cause"] == "n1 lost (unreachable for 45 s)" and restart["resumed_at_step"] == 10, restart
+    assert (restart["world_size_before"], restart["world_size_after"], restart["last_step_before"]) == (2, 1, 15)
+    # Where rank 0 never moved, the lineage is rank 0's records.
+    both = [{**r, "host": "n1", "local_rank": 0} for r in RESTART] + [{**r, "host": "n2", "rank": 1} for r in RESTART]
+    assert R.lineage(both) == [r for r in both if r["host"] == "n1"]
