@@ -70,10 +70,15 @@ def stop(play: subprocess.Popen) -> None:
 
 
 def finish(play: subprocess.Popen, timeout: float) -> str:
-    """The background play's output once it ends; past `timeout` its process group is ended."""
+    """The background play's output once it ends; past `timeout` its process group is ended and the test fails with
+    the end of what the play printed."""
     try:
         out, _ = play.communicate(timeout=timeout)
         return out
+    except subprocess.TimeoutExpired:
+        stop(play)
+        rest, _ = play.communicate()
+        raise AssertionError(f"the play did not end in {timeout:.0f} s:\n{(rest or '')[-6000:]}") from None
     finally:
         stop(play)
 

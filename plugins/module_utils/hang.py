@@ -74,11 +74,14 @@ def dump_rank(
     spy: str = "py-spy",
     run: Callable[[list[str]], tuple[int, str, str]] = run_command,
     proc_root: str = "/proc",
+    limit: int = 30,
 ) -> dict[str, Any]:
     """One rank's record: its state (read first) and its threads' stacks from `py-spy dump --json`, native frames
     where py-spy can pause the process. A stopped or D-state process cannot be paused (py-spy 0.4.3: "Failed to
     suspend process"), so it is read without pausing, Python frames only; a failed native read is retried so.
-    `run(argv)` returns (rc, stdout, stderr)."""
+    `run(argv)` returns (rc, stdout, stderr). Each read is bounded by coreutils' timeout (`limit` seconds, then
+    SIGKILL): a py-spy that hangs holding a rank paused would hold the job, and the watch, with it (a killed
+    tracer's process is let go by the kernel)."""
     record: dict[str, Any] = {"rank": rank, "pid": pid, "state": None, "native": False, "threads": [], "error": None}
     try:
         record["state"] = proc_state(Path(proc_root, str(pid), "stat").read_text())
@@ -88,7 +91,10 @@ def dump_rank(
     tries = [["--nonblocking"]] if record["state"] in HELD else [["--native"], ["--nonblocking"]]
     errors = []
     for mode in tries:
-        rc, out, err = run([spy, "dump", "--pid", str(pid), "--json", *mode])
+        rc, out, err = run(["timeout", "-k", "5", str(limit), spy, "dump", "--pid", str(pid), "--json", *mode])
+        if rc in (124, 137):
+            errors.append(f"py-spy {' '.join(mode)}: no answer in {limit} s")
+            continue
         if rc == 0:
             try:
                 record["threads"] = json.loads(out)

@@ -136,7 +136,7 @@ def test_dump_of_a_running_rank_takes_native_frames(tmp_path: Path) -> None:
     native = (FIXTURES / "ddp_waiting_in_all_reduce_native.json").read_text()
     spy = Spy({"--native": (0, native, "")})
     got = hang.dump_rank(11, 0, spy="/venv/bin/py-spy", run=spy, proc_root=proc_root(tmp_path, 11, "S"))
-    assert spy.calls == [["/venv/bin/py-spy", "dump", "--pid", "11", "--json", "--native"]]
+    assert spy.calls == [["timeout", "-k", "5", "30", "/venv/bin/py-spy", "dump", "--pid", "11", "--json", "--native"]]
     assert got["state"] == "S" and got["native"] and got["error"] is None and len(got["threads"]) == 2
 
 
@@ -167,6 +167,16 @@ def test_a_failed_native_read_falls_back_then_both_errors_are_kept(tmp_path: Pat
         " PtraceEvent(Pid(23559), SIGSTOP, 128) to 23559"
     )
     assert hang.classify(both)["status"] == "unknown"
+
+
+def test_a_py_spy_that_does_not_answer_is_cut_off_and_said(tmp_path: Path) -> None:
+    python_only = (FIXTURES / "ddp_waiting_in_all_reduce_python.json").read_text()
+    got = hang.dump_rank(15, 0, run=Spy({"--native": (124, "", ""), "--nonblocking": (0, python_only, "")}),
+                         proc_root=proc_root(tmp_path, 15, "S"), limit=7)  # fmt: skip
+    assert got["threads"] and not got["native"] and got["error"] is None
+    stuck = hang.dump_rank(15, 0, run=Spy({"--native": (124, "", ""), "--nonblocking": (137, "", "")}),
+                           proc_root=str(tmp_path), limit=7)  # fmt: skip
+    assert stuck["error"] == "py-spy --native: no answer in 7 s; py-spy --nonblocking: no answer in 7 s", stuck
 
 
 def test_dump_of_a_process_that_is_gone(tmp_path: Path) -> None:
