@@ -34,6 +34,8 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_laun
 
 display = Display()
 STALL_FILE = "@stall.json"
+# Rank 0's metrics records that are progress (payload/train.py's kinds).
+PROGRESS_KINDS = ("start", "resume", "first_step", "train", "eval")
 
 
 class ActionModule(ActionBase):
@@ -74,14 +76,16 @@ class ActionModule(ActionBase):
             return
         stall_file = os.path.join(args["signal_dir"], STALL_FILE)
         now = time.time()
-        if boolean(args.get("progress", False), strict=False) and job["state"] == "running":
-            key = (metrics or {}).get("time"), (metrics or {}).get("step"), (metrics or {}).get("kind")
+        # Progress is a step, an evaluation or a (re)start: a failing rank's last records (its failed result) are not.
+        progress = metrics if (metrics or {}).get("kind") in PROGRESS_KINDS else None
+        if boolean(args.get("progress", False), strict=False) and job["state"] == "running" and progress:
+            key = progress.get("time"), progress.get("step"), progress.get("kind")
             if key != state.get("key"):
                 state.update(key=key, since=now)
                 if os.path.exists(stall_file):
                     os.remove(stall_file)
-            elif metrics and now - state["since"] > hang_after and not os.path.exists(stall_file):
-                stalled = {"at": now, "step": metrics.get("step"), "stalled_s": round(now - state["since"], 1)}
+            elif now - state["since"] > hang_after and not os.path.exists(stall_file):
+                stalled = {"at": now, "step": progress.get("step"), "stalled_s": round(now - state["since"], 1)}
                 os.makedirs(args["signal_dir"], exist_ok=True)
                 with open(stall_file + ".tmp", "w", encoding="utf-8") as f:
                     json.dump(stalled, f)
