@@ -50,6 +50,8 @@ def test_dump_of_a_running_then_a_stopped_rank(tmp_path: Path) -> None:
         time.sleep(1)
         got = dump(tmp_path, run_dir)
         (rec,) = got["records"]
+        if rec["error"] and ("Permission denied" in rec["error"] or "not permitted" in rec["error"]):
+            pytest.skip(f"skip: this machine does not let py-spy read another process ({rec['error']})")
         assert rec["rank"] == 3 and rec["pid"] == rank.pid and rec["state"] in "SR" and rec["native"], rec
         assert hang.classify(rec)["frame"].startswith(("sleep", "<module>")), json.dumps(hang.classify(rec))
         saved = json.loads((run_dir / "logs" / "hang-L1.json").read_text())
