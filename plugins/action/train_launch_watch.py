@@ -63,11 +63,16 @@ class ActionModule(ActionBase):
         return filters.parse_poll(result.get("stdout", ""))
 
     def _signal(self, signal_dir: str, host: str, payload: dict) -> None:
-        os.makedirs(signal_dir, exist_ok=True)
-        tmp = os.path.join(signal_dir, f".{host}.tmp")
+        self._write(os.path.join(signal_dir, f"{host}.json"), payload)
+
+    @staticmethod
+    def _write(path: str, payload: dict) -> None:
+        """A signal file, whole or not at all (the other hosts' watches read it at any time)."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(payload, f)
-        os.replace(tmp, os.path.join(signal_dir, f"{host}.json"))
+        os.replace(tmp, path)
 
     def _watch_hang(self, args: dict, task_vars: dict, job: dict, state: dict, metrics: dict | None) -> None:
         """Stall detection (the progress host) and the dump of this host's ranks once per stall (every host)."""
@@ -86,10 +91,7 @@ class ActionModule(ActionBase):
                     os.remove(stall_file)
             elif now - state["since"] > hang_after and not os.path.exists(stall_file):
                 stalled = {"at": now, "step": progress.get("step"), "stalled_s": round(now - state["since"], 1)}
-                os.makedirs(args["signal_dir"], exist_ok=True)
-                with open(stall_file + ".tmp", "w", encoding="utf-8") as f:
-                    json.dump(stalled, f)
-                os.replace(stall_file + ".tmp", stall_file)
+                self._write(stall_file, stalled)
         stall = self._read(stall_file)
         if stall is None:
             job.pop("hang", None)  # progress again: a pause, not a hang
@@ -132,11 +134,9 @@ class ActionModule(ActionBase):
         for name in names:
             if not name.endswith(".json") or name.startswith("@"):
                 continue
-            try:
-                with open(os.path.join(signal_dir, name), encoding="utf-8") as f:
-                    out[name[: -len(".json")]] = json.load(f)
-            except (OSError, ValueError):
-                continue
+            record = ActionModule._read(os.path.join(signal_dir, name))
+            if record is not None:
+                out[name[: -len(".json")]] = record
         return out
 
     def run(self, tmp=None, task_vars=None):

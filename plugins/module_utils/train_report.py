@@ -371,9 +371,10 @@ def summarise(run: Path) -> dict:
         res = host_dir / "out" / "result.json"
         if res.exists():
             results[node["host"]] = json.loads(res.read_text())
-    rank0 = [r for r in _unique(records) if r.get("rank") == 0]
+    everyone = _unique(records)
+    rank0 = [r for r in everyone if r.get("rank") == 0]
     # Restarts and goodput follow the process that is rank 0 at the end, through the ranks it had before.
-    line = lineage(_unique(records))
+    line = lineage(everyone)
     train = sorted((r for r in rank0 if r.get("kind") == "train"), key=lambda r: (r["time"], r["step"]))
     evals = sorted((r for r in rank0 if r.get("kind") == "eval"), key=lambda r: (r["time"], r["step"]))
     result = next((r for r in results.values() if r.get("final_val_loss") is not None), None)
@@ -421,7 +422,6 @@ def summarise(run: Path) -> dict:
     }
     summary["lost_nodes"] = lost_nodes(manifest.get("lost_nodes") or [], summary["restarts"])
     summary["goodput"], summary["run_goodput"] = run_accounting(run, manifest, line)
-    everyone = _unique(records)
     threshold = (manifest.get("limits") or {}).get("straggler_threshold")
     summary["stragglers"] = stragglers(everyone, launched, threshold)
     summary["nccl"] = nccl_transport(run, manifest["nodes"])
