@@ -1,12 +1,14 @@
-"""validate.yml end to end on a 3-host lab, healthy first: every rung the lab can run passes (TCP links, all-reduce,
-the switch's counters read around the stress rungs), the RDMA rungs are skipped with their reason. Then one host's
-fabric NIC is throttled with tc and the verdict must fail at the TCP link rung and name that host and its pairs.
-Then one host's container is stopped: the verdict is still written, fails at rung 1 naming that host. Last, every
-host gets a second fabric NIC (a rail) and one host's second rail is throttled: every rail is pinged and measured,
-and the verdict names that host with that rail.
+"""validate.yml end to end on a 3-host leaf-spine lab, healthy first: every rung the lab can run passes (TCP links,
+all-reduce, Slurm's topology as the inventory's, every switch's counters read around the stress rungs), the RDMA
+rungs are skipped with their reason. Then one host's fabric NIC is throttled with tc and the verdict must fail at
+the TCP link rung and name that host and its pairs. Then one host's container is stopped: the verdict is still
+written, fails at rung 1 naming that host. Last, every host gets a second fabric NIC (a rail) and one host's second
+rail is throttled: every rail is pinged and measured, and the verdict names that host with that rail.
 
-Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts): it adds a third host
-and converges it with site.yml.
+Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts on one switch): it adds a
+third host, puts the hosts on two leaves under a spine (lab/cluster.py's port map) and converges it with site.yml
+while a Slurm job runs on the first two nodes: the job must outlive that run's restarts of slurmctld and slurmd (a
+new node in slurm.conf needs them). The lab goes back to 2 hosts on one switch for test_lab_5_reset.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ pytestmark = pytest.mark.lab
 
 VALIDATE = ROOT / "artifacts" / "validate"
 SHORT = ["-e", "pair_seconds=2"]
+# The ladder's lab: lab-node1 and lab-node3 on lab-leaf1 (Ethernet1/1, 1/2), lab-node2 on lab-leaf2 (Ethernet1/1),
+# both leaves up to lab-spine1 (leaf Ethernet1/8, spine Ethernet1/1 and 1/2).
+LEAVES, SPINES = 2, 1
+FABRIC = cluster.fabric_plan([cluster.Node(i) for i in (1, 2, 3)], LEAVES, SPINES)
+
+
+def host_port(host: str) -> tuple[str, str]:
+    """(switch, port) of a host's fabric NIC in FABRIC."""
+    for sw in FABRIC:
+        for item in sw.host_interfaces:
+            if item["description"].split()[0] == host:
+                return sw.name, item["name"]
+    raise AssertionError(f"{host} is on no switch of {FABRIC}")
 
 
 def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
@@ -47,12 +62,46 @@ def existing() -> set[str]:
     return {p.name for p in VALIDATE.iterdir()} if VALIDATE.exists() else set()
 
 
+def squeue(node: str, *args: str) -> str:
+    done = ssh(node, "squeue", "--noheader", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def lab3(lab_cluster) -> list[str]:
-    state = cluster.up(3)
-    proc = playbook("playbooks/site.yml", timeout=1800)
-    assert proc.returncode == 0, tail(proc)
-    return state["hosts"]
+    """The 3-host leaf-spine lab, converged by site.yml under a running Slurm job; afterwards the session's 2-host
+    lab on its one switch again (the switch's state kept: its emulator starts from its state file)."""
+    controller = lab_cluster["hosts"][0]
+    job = ssh(controller, "sbatch", "--parsable", "--nodes=2", "--job-name=across-site", "--wrap='srun sleep 1200'")
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while squeue(controller, "-j", job_id, "-o", "%T") != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(1)
+        assert squeue(controller, "-j", job_id, "-o", "%T") == "RUNNING", squeue(controller)
+        state = cluster.up(3, leaves=LEAVES, spines=SPINES)
+        assert sorted(state["fabric"]) == sorted(sw.name for sw in FABRIC), state
+        proc = playbook("playbooks/site.yml", timeout=1800)
+        assert proc.returncode == 0, tail(proc)
+        # slurm.conf gained a node (and topology.conf the fabric): both daemons restarted, and the job went on
+        # through them, on the same nodes, its steps alive.
+        flat = " ".join(proc.stdout.split())
+        for daemon in ("slurmctld", "slurmd"):
+            assert f"{daemon} restarted for NodeName lab-node3 (slurm.conf(5))" in flat, tail(proc)
+        assert squeue(controller, "-j", job_id, "-o", "%T %N") == "RUNNING lab-node[1-2]"
+        for node in lab_cluster["hosts"]:
+            # The srun step's task on each node (scontrol listpids: PID JOBID STEPID LOCALID GLOBALID).
+            pids = ssh(node, "scontrol", "listpids", job_id).stdout.split("\n")[1:]
+            assert any(line.split()[2:3] == ["0"] for line in pids), f"the job's step is gone on {node}: {pids}"
+    finally:
+        ssh(controller, "scancel", job_id)
+    deadline = time.monotonic() + 60  # a cancelled job stays in squeue while it completes
+    while squeue(controller) and time.monotonic() < deadline:
+        time.sleep(1)
+    yield state["hosts"]
+    cluster.up(len(lab_cluster["hosts"]))
 
 
 @pytest.fixture(scope="module")
@@ -137,19 +186,22 @@ def validate_streamed(*args: str, at_pairs=None) -> subprocess.CompletedProcess:
 
 
 def validate_with_traffic(counters: dict, *args: str) -> subprocess.CompletedProcess:
-    """validate.yml; once the switch counters were read before the stress rungs, the lab switch's counters move
-    (its counters file, re-read at every show) as the pair tests' traffic would move them on a real Nexus."""
-    counters_file = cluster.SWITCH_DIR / "counters.json"
+    """validate.yml; once the switch counters were read before the stress rungs, the lab switches' counters move
+    ({switch: {port: {qos-group: counters}}}: each emulator's counters file, re-read at every show) as the pair
+    tests' traffic would move them on a real Nexus."""
+    files = {sw.name: sw.directory / "counters.json" for sw in FABRIC}
 
     def move() -> None:
-        tmp = counters_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(counters))
-        os.replace(tmp, counters_file)
+        for name, per_port in counters.items():
+            tmp = files[name].with_suffix(".tmp")
+            tmp.write_text(json.dumps(per_port))
+            os.replace(tmp, files[name])
 
     try:
         return validate_streamed(*args, at_pairs=move)
     finally:
-        counters_file.unlink(missing_ok=True)
+        for path in files.values():
+            path.unlink(missing_ok=True)
 
 
 def health_skips_honestly(by: dict, hosts: list[str]) -> None:
@@ -171,18 +223,27 @@ def health_skips_honestly(by: dict, hosts: list[str]) -> None:
 
 def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     before = existing()
-    # PFC doing its job on lab-node1's port (pauses, ECN marks in the lossless qos-group 3): reported, not failed.
-    traffic = {"Ethernet1/1": {"3": {"tx-pause": 150, "rx-pause": 20, "ecn-marked": 42}}}
+    # PFC doing its job on lab-node1's leaf port and on that leaf's uplink (pauses, ECN marks in the lossless
+    # qos-group 3): reported, not failed.
+    leaf, port = host_port(lab3[0])
+    uplink = FABRIC[0].uplink_interfaces[0]["name"]
+    traffic = {leaf: {port: {"3": {"tx-pause": 150, "rx-pause": 20, "ecn-marked": 42}}, uplink: {"3": {"tx-pause": 7}}}}
     proc = validate_with_traffic(traffic, *SHORT, "-e", f"train_data={corpus}")
     folder, verdict = latest_verdict(before, proc)
     by = rungs(verdict)
     for name in ("inventory", "reachability", "node_health", "slurm", "path_mtu", "tcp_bw", "allreduce", "switch"):
         assert by[name]["status"] == "pass", by[name]
-    # Slurm: the 3 nodes idle, one srun step on each, and the one-switch topology the switch's ports give.
+    # Slurm: the 3 nodes idle, one srun step on each, and the leaf-spine topology the switches' ports give: the
+    # file the role wrote from the inventory is the one slurmctld reads back (`scontrol show topology`, the rung).
     slurm = by["slurm"]
     assert slurm["nodes"] == {h: h for h in lab3} and slurm["value"] == 3, slurm
     assert {c["check"] for c in slurm["checks"]} == {"slurm node", "srun", "topology"}, slurm["checks"]
     assert slurm["reason"] == "topology as the inventory", slurm
+    assert ssh(lab3[0], "cat", "/etc/slurm/topology.conf").stdout.splitlines()[-3:] == [
+        "SwitchName=lab-leaf1 Nodes=lab-node1,lab-node3",
+        "SwitchName=lab-leaf2 Nodes=lab-node2",
+        "SwitchName=lab-spine1 Switches=lab-leaf1,lab-leaf2",
+    ]
     for name in ("rdma_bw", "rdma_lat"):
         assert by[name]["status"] == "skip" and "no RDMA device" in by[name]["reason"], by[name]
     health_skips_honestly(by, lab3)
@@ -206,11 +267,14 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     ar = by["allreduce"]
     assert ar["backend"] == "gloo" and ar["world"] == 3 and ar["value"] > 0, ar
     assert len(ar["sweep"]) == 3 and all(s["correct"] and s["busbw_gbps"] > 0 for s in ar["sweep"]), ar["sweep"]
-    # The switch's RoCE ports were read before and after: the pauses and marks are seen, no drops.
+    # Every switch's RoCE ports, host-facing and uplinks, were read before and after: the pauses and marks are
+    # seen, no drops.
     sw = by["switch"]
-    assert sorted(sw["deltas"]) == [f"lab-switch:Ethernet1/{i}" for i in (1, 2, 3)], sw
-    assert sw["deltas"]["lab-switch:Ethernet1/1"]["pause_tx"] == 150, sw["deltas"]
-    assert sw["deltas"]["lab-switch:Ethernet1/1"]["ecn_q3"] == 42, sw["deltas"]
+    roce_ports = {f"{s.name}:{i['name']}" for s in FABRIC for i in s.host_interfaces + s.uplink_interfaces}
+    assert len(roce_ports) == 7 and set(sw["deltas"]) == roce_ports, sw
+    assert sw["deltas"][f"{leaf}:{port}"]["pause_tx"] == 150, sw["deltas"]
+    assert sw["deltas"][f"{leaf}:{port}"]["ecn_q3"] == 42, sw["deltas"]
+    assert sw["deltas"][f"{leaf}:{uplink}"]["pause_tx"] == 7, sw["deltas"]
     assert sw["value"] == 0
     # A short GPT-2 (tiny preset) run through the launch role, all 3 nodes, above the tokens/s floor.
     train = by["train"]
@@ -228,9 +292,9 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     """keep_going: every rung runs after the failing link rung; the lossless class also drops on the throttled
     host's switch port during the run, and the switch rung names switch, port and host."""
     before = existing()
-    port = f"Ethernet1/{lab3.index(throttled) + 1}"
+    leaf, port = host_port(throttled)
     small = ["-e", "keep_going=true", "-e", '{"cluster_validate_allreduce_sizes": [65536]}']
-    proc = validate_with_traffic({port: {"3": {"dropped": 5, "tx-pause": 900}}}, *SHORT, *small)
+    proc = validate_with_traffic({leaf: {port: {"3": {"dropped": 5, "tx-pause": 900}}}}, *SHORT, *small)
     assert proc.returncode != 0, "a throttled host must fail the ladder"
     _, verdict = latest_verdict(before, proc)
     assert verdict["status"] == "fail" and verdict["first_failure"] == "tcp_bw", verdict["rungs"]
@@ -261,8 +325,7 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     switch = by["switch"]
     assert switch["status"] == "fail" and switch["value"] == 5 and switch["bad_hosts"] == [throttled], switch
     assert (
-        f"lab-switch {port} ({throttled}): 5 dropped in qos-group 3, 0 PFC pauses received, 900 sent"
-        in (switch["reason"])
+        f"{leaf} {port} ({throttled}): 5 dropped in qos-group 3, 0 PFC pauses received, 900 sent" in (switch["reason"])
     )
     assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
 
@@ -386,7 +449,8 @@ def second_rail(lab3, tmp_path):
         inv = tmp_path / "inventory"
         shutil.copytree(ROOT / "inventory" / "lab", inv)
         nodes = [cluster.Node(int(h.removeprefix("lab-node"))) for h in lab3]
-        (inv / "hosts.yml").write_text(cluster.inventory_text(nodes, cluster.switch_port(), rails=2))
+        ports = {name: port for name, (_, port) in cluster.fabric_emulators().items()}
+        (inv / "hosts.yml").write_text(cluster.inventory_text(nodes, None, FABRIC, ports, rails=2))
         proc = playbook("playbooks/network.yml", inventory=inv, timeout=600)
         assert proc.returncode == 0, tail(proc)
         yield inv
