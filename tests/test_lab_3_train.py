@@ -233,6 +233,10 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
         step = (logs / f"step-{job}.state").read_text()
         assert f"host={host}" in step and "rc=0" in step, step
         assert "JobState=COMPLETED" in (logs / f"slurm-job-{job}.show").read_text()
+        # Accounting is on in the lab: the job's line from slurmdbd's database, read from every node.
+        accounted = (logs / f"slurm-job-{job}.sacct").read_text().splitlines()
+        assert accounted[1].startswith(f"{job}|train-{first}|COMPLETED|0:0|"), accounted
+        assert accounted[1].endswith(f"|{len(hosts)}|lab-node[1-{len(hosts)}]"), accounted
     batch_out = (ARTIFACTS / first / hosts[0] / "logs" / f"slurm-{job}.out").read_text()
     assert f"=== job {job} on " in batch_out and "=== srun exit 0 ===" in batch_out, batch_out
 

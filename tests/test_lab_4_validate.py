@@ -90,7 +90,7 @@ def lab3(lab_cluster) -> list[str]:
         flat = " ".join(proc.stdout.split())
         for daemon in ("slurmctld", "slurmd"):
             assert f"{daemon} restarted for NodeName lab-node3 (slurm.conf(5))" in flat, tail(proc)
-        assert squeue(controller, "-j", job_id, "-o", "%T %N") == "RUNNING lab-node[1-2]"
+        assert squeue(controller, "-j", job_id, "--format=%T,%N") == "RUNNING,lab-node[1-2]"
         for node in lab_cluster["hosts"]:
             # The srun step's task on each node (scontrol listpids: PID JOBID STEPID LOCALID GLOBALID).
             pids = ssh(node, "scontrol", "listpids", job_id).stdout.split("\n")[1:]

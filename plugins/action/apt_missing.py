@@ -52,6 +52,7 @@ class ActionModule(ActionBase):
         concern = self._task.args.get("reset_concern")
         before = self._dpkg_all() if concern and not self._task.check_mode else None
         groups_before = self._read(rules.GROUP_FILE_ARGV) if before is not None else ""
+        users_before = self._read(rules.PASSWD_FILE_ARGV) if before is not None else ""
         result.update(
             self._execute_module(
                 module_name="ansible.builtin.apt",
@@ -68,10 +69,11 @@ class ActionModule(ActionBase):
         if before is not None and result.get("changed") and not result.get("failed"):
             new = rules.newly_installed(before, self._dpkg_all())
             groups = rules.new_groups(groups_before, self._read(rules.GROUP_FILE_ARGV))
+            users = rules.new_groups(users_before, self._read(rules.PASSWD_FILE_ARGV))
             if new:
                 recorded = self._execute_module(
                     module_name="rdma_llm.cluster.reset_record",
-                    module_args={"concern": concern, "packages": new, "package_groups": groups},
+                    module_args={"concern": concern, "packages": new, "package_groups": groups, "package_users": users},
                     task_vars=task_vars,
                 )
                 if recorded.get("failed"):

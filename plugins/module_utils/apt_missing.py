@@ -42,11 +42,13 @@ def installed(stdout: str) -> set[str]:
 
 
 GROUP_FILE_ARGV = ["cat", "/etc/group"]
+PASSWD_FILE_ARGV = ["cat", "/etc/passwd"]
 
 
 def new_groups(before: str, after: str) -> list[str]:
-    """Groups in the second reading of /etc/group (GROUP_FILE_ARGV) and not in the first, sorted: what a package's
-    maintainer script created (libibverbs1 adds `rdma`; purge leaves it)."""
+    """Names in the second reading of /etc/group (GROUP_FILE_ARGV), or of /etc/passwd, and not in the first, sorted:
+    what a package's maintainer script created (libibverbs1 adds the group `rdma`, mariadb-server the user `mysql`;
+    purge leaves them)."""
 
     def names(text: str) -> set[str]:
         return {line.split(":", 1)[0] for line in text.splitlines() if ":" in line}

@@ -1172,8 +1172,16 @@ SLURM_ROWS: tuple[Var, ...] = (
     Var("slurm_daemon_timeout", ALL, integer(1)),
     Var("slurm_apt_cache_valid_time", ALL, integer(0)),
     Var("slurm_node_gpus", NODES, integer(0)),
+    Var("slurm_accounting", ALL, boolean()),
+    Var("slurm_accounting_database", ALL, text(slurm_rules.DB_NAME_RE, "a MariaDB name (A-Za-z0-9_, at most 32)")),
+    Var("slurm_accounting_user", ALL, text(slurm_rules.DB_NAME_RE, "a MariaDB name (A-Za-z0-9_, at most 32)")),
 )
-SLURM_VARIABLES = (*(v.name for v in SLURM_ROWS), "slurm_munge_key", "cluster_validate_gpus_per_node")
+SLURM_VARIABLES = (
+    *(v.name for v in SLURM_ROWS),
+    "slurm_munge_key",
+    "slurm_accounting_password",
+    "cluster_validate_gpus_per_node",
+)
 # munged refuses a shorter key: `Keyfile must be at least 32 bytes` (MUNGE_KEY_LEN_MIN_BYTES, munge 0.5.15).
 MUNGE_KEY_MIN = 32
 
@@ -1229,6 +1237,36 @@ def slurm_controller(inv: Inventory) -> Iterator[Problem]:
                 host,
                 "ansible_host",
                 f"{addr!r} must be an IP address or a DNS name: Slurm's NodeAddr and SlurmctldHost use it",
+            )
+
+
+# slurmdbd.conf holds the password on one `StoragePass=` line, where `#` starts a comment and Slurm's parser takes
+# quotes and backslashes as its own: printable ASCII without those and without spaces, long enough to mean it.
+DB_PASSWORD_RE = r"^[!$-&(-\[\]-~]{16,128}$"
+
+
+@rule
+def slurm_accounting_password(inv: Inventory) -> Iterator[Problem]:
+    """With accounting on, the controller's password for slurmdbd's database user: present and one slurmdbd.conf
+    reads back whole; never printed."""
+    for host in inv.members(SLURM_CONTROLLERS)[:1]:
+        on = str(inv.get(host, "slurm_accounting", False)).lower() in ("true", "yes")
+        if not on or "slurm_accounting_password" in inv.unreadable.get(host, {}):
+            continue
+        password = inv.get(host, "slurm_accounting_password")
+        if password is None or password == "":
+            yield Problem(
+                host,
+                "slurm_accounting_password",
+                "is required with slurm_accounting: the password of slurmdbd's MariaDB user, in ansible-vault "
+                "(roles/slurm/README.md)",
+            )
+        elif not isinstance(password, str) or not re.fullmatch(DB_PASSWORD_RE, password):
+            yield Problem(
+                host,
+                "slurm_accounting_password",
+                "must be 16-128 printable ASCII characters without spaces, '#', quotes or backslashes (slurmdbd.conf "
+                "reads it on one line)",
             )
 
 

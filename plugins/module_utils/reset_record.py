@@ -334,6 +334,7 @@ class Spec:
     undo: list[dict] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
     package_groups: list[str] = field(default_factory=list)
+    package_users: list[str] = field(default_factory=list)
     values: dict = field(default_factory=dict)
 
 
@@ -431,6 +432,11 @@ def record(host: Host, concern: str, spec: Spec) -> dict:
     if new_groups:
         known_groups += new_groups
         lines.append(f"groups those packages created: {' '.join(new_groups)}")
+    known_users = manifest.setdefault("package_users", [])
+    new_users = [u for u in dict.fromkeys(spec.package_users) if u not in known_users]
+    if new_users:
+        known_users += new_users
+        lines.append(f"users those packages created: {' '.join(new_users)}")
     for key, value in (spec.values or {}).items():
         if key not in manifest["values"]:
             manifest["values"][key] = value
@@ -694,6 +700,14 @@ def _remove_packages(host: Host, concern: str, names: list[str], out: Outcome) -
     return out.cmd(host, ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "--yes", "--quiet", "purge", *todo])
 
 
+def _remove_package_users(host: Host, users: list[str], out: Outcome) -> None:
+    """The system users the project's package installs created and their purge left (MariaDB's `mysql`; munge's
+    and Slurm's purge scripts remove theirs): removed after the packages, before their groups."""
+    present = {u for gid_users in primary_gids(host).values() for u in gid_users}
+    for user in (u for u in users if u in present):
+        out.cmd(host, ["userdel", user])
+
+
 def _remove_package_groups(host: Host, groups: list[str], out: Outcome) -> None:
     """The system groups the project's package installs created (libibverbs1's `rdma`): purge leaves them. One that is
     still some user's primary group stays, with a note."""
@@ -783,6 +797,7 @@ def restore(
     if "packages" in wanted and packages:
         if remove_packages:
             if _remove_packages(host, concern, packages, out):
+                _remove_package_users(host, manifest.get("package_users", []), out)
                 _remove_package_groups(host, manifest.get("package_groups", []), out)
         else:
             kept = installed_packages(host, packages)

@@ -10,6 +10,7 @@ inventory contract calls its topology and partition rules before any change.
 - cgroup mode -> ProctrackType / TaskPlugin / JobAcctGatherType and each node's cgroup.conf;
 - the switches' RoCE ports -> topology.conf (topology/tree);
 - facts and inventory -> NodeName, PartitionName and gres.conf lines;
+- job accounting -> slurm.conf's AccountingStorage keys and the controller's slurmdbd.conf (its password apart);
 - a change of slurm.conf -> which daemon must restart (slurm.conf(5)) and what `scontrol reconfigure` covers.
 """
 
@@ -43,7 +44,7 @@ NVML_GLOBS = (
 )
 # The Slurm build's NVML plugin: Debian/Ubuntu (slurm-wlm) and RPM layouts. Debian 12's 22.05.8 ships none.
 SLURM_NVML_GLOBS = ("usr/lib/*/slurm-wlm/gpu_nvml.so", "usr/lib64/slurm/gpu_nvml.so", "usr/lib/slurm/gpu_nvml.so")
-UNITS = ("munge", "slurmctld", "slurmd")
+UNITS = ("munge", "slurmdbd", "slurmctld", "slurmd")
 
 
 def _read(path: str) -> str | None:
@@ -312,6 +313,8 @@ def _components(lines: list[str]) -> int:
 # slurm.conf keys the role renders from the inventory: slurm_config may not set them.
 STRUCTURE_KEYS = ("nodename", "partitionname", "slurmctldhost", "controlmachine", "include", "nodeset", "downnodes")
 CONF_KEY_RE = r"^[A-Za-z][A-Za-z0-9]*$"
+# A MariaDB database or user name the role writes into slurmdbd.conf and SQL: MariaDB's user names are at most 32.
+DB_NAME_RE = r"^[A-Za-z0-9_]{1,32}$"
 SINGLE_LINE_RE = r"^[^\x00-\x1f\x7f]*$"
 
 
@@ -504,6 +507,15 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
         notes += topo["notes"]
         if topo["lines"]:
             conf["TopologyPlugin"] = "topology/tree"
+    accounting = settings.get("accounting") or {}
+    dbd_conf = None
+    if accounting.get("enabled"):
+        # slurmdbd beside slurmctld, on the controller (DeepOps' and StackHPC's layout): the jobs' records in
+        # MariaDB there, `sacct` from every host. JobAcctGatherType stays Slurm's default (none): slurm.conf(5) asks
+        # for it to change only with no job step running, and the records need no usage samples.
+        conf["AccountingStorageType"] = "accounting_storage/slurmdbd"
+        conf["AccountingStorageHost"] = address[ctl]
+        dbd_conf = dbd_lines(nodename[ctl], accounting.get("database") or "", accounting.get("user") or "")
     program = settings.get("health_check_program") or ""
     if program:
         conf["HealthCheckProgram"] = program
@@ -530,11 +542,32 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
                     "cgroup.conf": plan["cgroup_conf"].get(h) or None,
                     "gres.conf": gres.get(h) or None,
                 },
+                # slurmdbd.conf without StoragePass (the role adds it from ansible-vault, never in a diff); None: the
+                # host must not have it.
+                "slurmdbd.conf": dbd_conf if h == ctl else None,
             }
             for h in hosts
         },
         "notes": notes,
     }
+
+
+def dbd_lines(host: str, database: str, user: str) -> list[str]:
+    """slurmdbd.conf(5) for slurmdbd on `host` with MariaDB on the same host (its socket), less StoragePass."""
+    for label, value in (("database", database), ("user", user)):
+        if not re.fullmatch(DB_NAME_RE, value):
+            raise RuleError(f"slurm_accounting_{label}: {value!r} is not a MariaDB name (A-Za-z0-9_, at most 32)")
+    return [
+        "AuthType=auth/munge",
+        f"DbdHost={host}",
+        "SlurmUser=slurm",
+        "LogFile=/var/log/slurm/slurmdbd.log",
+        "PidFile=/run/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=localhost",
+        f"StorageLoc={database}",
+        f"StorageUser={user}",
+    ]
 
 
 def _override(conf: dict[str, str], extra: Mapping[str, Any]) -> dict[str, str]:
@@ -579,7 +612,11 @@ SLURMCTLD_RESTART = frozenset(
         "SlurmdPort",
         "StateSaveLocation",
         "SwitchType",
-        # Not noted in slurm.conf(5): the daemon opens them at start (the role's choice, README.md).
+        # Not noted in slurm.conf(5): the daemon opens them, or connects to slurmdbd, at start (the role's choice,
+        # README.md).
+        "AccountingStorageHost",
+        "AccountingStoragePort",
+        "AccountingStorageType",
         "SlurmctldLogFile",
         "SlurmctldPidFile",
         "TopologyPlugin",
@@ -657,14 +694,20 @@ def _diff(result: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def apply_plan(
-    results: list, units: Mapping[str, str], controller: bool, node: bool, key_changed: bool = False
+    results: list,
+    units: Mapping[str, str],
+    controller: bool,
+    node: bool,
+    key_changed: bool = False,
+    dbd: str = "",
 ) -> dict:
-    """How this host applies its new files: each daemon's systemd state (`started` or `restarted`), whether
-    `scontrol reconfigure` must follow, and why.
+    """How this host applies its new files: each daemon's systemd state (`started`, `restarted` or `stopped`), in
+    the order they start (MUNGE, slurmdbd, slurmctld, slurmd), whether `scontrol reconfigure` must follow, and why.
 
     results: the role's file tasks' loop results (item.key the file name, changed, diff with before for
     slurm.conf); units: each daemon's state before the run (a daemon that was not running is started and reads
-    the new files anyway)."""
+    the new files anyway); dbd: on the controller, `changed` or `same` for a slurmdbd.conf it has, `` for none
+    (accounting off: a running slurmdbd stops)."""
     changes = {"slurmctld": [], "slurmd": [], "reconfigure": []}
     other = []
     for r in results or []:
@@ -681,6 +724,14 @@ def apply_plan(
     daemons = {"slurmctld": controller, "slurmd": node}
     state, restarted, why = {}, [], []
     state["munge"] = "restarted" if key_changed and units.get("munge") == "active" else "started"
+    dbd_running = units.get("slurmdbd") == "active"
+    if controller and dbd:
+        state["slurmdbd"] = "restarted" if dbd_running and dbd == "changed" else "started"
+        if state["slurmdbd"] == "restarted":
+            why.append("slurmdbd restarted for slurmdbd.conf (it reads it only at start)")
+    elif controller and dbd_running:
+        state["slurmdbd"] = "stopped"
+        why.append("slurmdbd stopped: accounting is off")
     for daemon, here in daemons.items():
         if not here:
             continue

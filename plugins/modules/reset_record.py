@@ -74,6 +74,13 @@ options:
     type: list
     elements: str
     default: []
+  package_users:
+    description:
+      - System users those packages' installs created (the action apt_missing records them).
+      - Removed after the packages, before their groups, on request only.
+    type: list
+    elements: str
+    default: []
   package_groups:
     description:
       - System groups those packages' installs created (the action apt_missing records them).

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: slurm_daemons
-short_description: Wait until slurmctld answers and this node's slurmd has registered, or fail with the cause
+short_description: Wait until slurmdbd, slurmctld and this node's slurmd answer, or fail with the cause
 description:
+  - With O(dbd), waits until C(sacctmgr show cluster) gets slurmdbd's answer (slurmdbd reached its database).
   - On the controller, waits until C(scontrol ping) says slurmctld is UP. On a node, waits until
     C(scontrol show node NAME) shows the node responding and neither DOWN nor INVAL.
   - Debian's units are C(Type=simple), so C(systemctl start) succeeds even when the daemon dies a moment later;
@@ -15,6 +16,10 @@ description:
     of its log file (a daemon that dies at start may leave its reason only there).
   - Read-only; supports check mode.
 options:
+  dbd:
+    description: The host runs slurmdbd.
+    type: bool
+    default: false
   controller:
     description: The host runs slurmctld.
     type: bool
@@ -52,10 +57,15 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import node_ready, node_state, ping_up
 
-LOGS = {"slurmctld": "/var/log/slurm/slurmctld.log", "slurmd": "/var/log/slurm/slurmd.log"}
+LOGS = {
+    "slurmdbd": "/var/log/slurm/slurmdbd.log",
+    "slurmctld": "/var/log/slurm/slurmctld.log",
+    "slurmd": "/var/log/slurm/slurmd.log",
+}
 
 
 ASKED = {
+    "slurmdbd": "slurmdbd does not answer `sacctmgr show cluster`",
     "slurmctld": "slurmctld does not answer `scontrol ping`",
     "slurmd": "this node's slurmd is not ready in slurmctld's view (`scontrol show node`)",
 }
@@ -77,6 +87,7 @@ def _why(module: AnsibleModule, unit: str, answer: str, lines: int) -> str:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
+            "dbd": {"type": "bool", "default": False},
             "controller": {"type": "bool", "default": False},
             "node": {"type": "str"},
             "timeout": {"type": "int", "default": 60},
@@ -87,12 +98,16 @@ def main() -> None:
     p = module.params
     deadline = time.monotonic() + p["timeout"]
     states = {}
-    checks = [("slurmctld", ["scontrol", "ping"])] if p["controller"] else []
+    checks = [("slurmdbd", ["sacctmgr", "--noheader", "--parsable2", "show", "cluster"])] if p["dbd"] else []
+    checks += [("slurmctld", ["scontrol", "ping"])] if p["controller"] else []
     checks += [("slurmd", ["scontrol", "show", "node", p["node"], "--oneliner"])] if p["node"] else []
     for unit, argv in checks:
         while True:
             rc, out, err = module.run_command(argv)
-            if unit == "slurmctld":
+            if unit == "slurmdbd":
+                # sacctmgr prints its error and exits 1 while slurmdbd or its database is unreachable.
+                ok, answer, state = rc == 0, (out + err).strip(), "UP"
+            elif unit == "slurmctld":
                 ok, answer = rc == 0 and ping_up(out), (out + err).strip()
                 state = "UP"
             else:

@@ -64,6 +64,10 @@ def test_newly_installed_is_what_apt_added_dependencies_included() -> None:
     groups = "root:x:0:\nmunge:x:101:\n"
     assert R.new_groups(groups, groups + "rdma:x:102:\n_ssh:x:103:\n") == ["_ssh", "rdma"]
     assert R.new_groups(groups, groups) == []
+    # The same reading of /etc/passwd gives the users one added (mariadb-server's `mysql`; its purge keeps it).
+    users = "root:x:0:0:root:/root:/bin/bash\n"
+    assert R.new_groups(users, users + "mysql:x:102:107:MySQL Server,,,:/nonexistent:/bin/false\n") == ["mysql"]
+    assert R.PASSWD_FILE_ARGV == ["cat", "/etc/passwd"]
 
 
 def _run(tmp_path: Path, tasks: str, *args: str):

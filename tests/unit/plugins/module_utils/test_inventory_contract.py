@@ -843,6 +843,7 @@ def test_every_error_at_once() -> None:
 # ------------------------------------------------------------------------------------------------ Slurm (roles/slurm)
 
 MUNGE_KEY = "lab-only-test-key-0123456789abcdefghijklmnopqrstuvwxyz"
+DB_PASSWORD = "lab-only-db-password-0123"
 # roles/slurm/defaults/main.yml as the action plugin hands them over: templated (cluster_name unset here), the
 # package lists left out (the contract does not read them).
 SLURM_DEFAULTS = {
@@ -1001,6 +1002,36 @@ SLURM_BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         slurm(on_nodes("slurm_health_check_program", "nhc")),
         ["all: slurm_health_check_program must be an absolute path without spaces, or empty (got 'nhc')"],
     ),
+    (
+        "slurm-accounting-without-password",
+        slurm(on_nodes("slurm_accounting", True)),
+        [
+            "n1: slurm_accounting_password is required with slurm_accounting: the password of slurmdbd's MariaDB "
+            "user, in ansible-vault (roles/slurm/README.md)"
+        ],
+    ),
+    (
+        "slurm-accounting-password-breaks-its-line",
+        slurm(on_nodes("slurm_accounting", "yes"), setv("n1", "slurm_accounting_password", DB_PASSWORD + " #")),
+        [
+            "n1: slurm_accounting_password must be 16-128 printable ASCII characters without spaces, '#', quotes or "
+            "backslashes (slurmdbd.conf reads it on one line)"
+        ],
+    ),
+    (
+        "slurm-accounting-database-name",
+        slurm(
+            on_nodes("slurm_accounting", True),
+            setv("n1", "slurm_accounting_password", DB_PASSWORD),
+            on_nodes("slurm_accounting_database", "acct`; DROP"),
+        ),
+        ["all: slurm_accounting_database must be a MariaDB name (A-Za-z0-9_, at most 32) (got 'acct`; DROP')"],
+    ),
+    (
+        "slurm-accounting-word",
+        slurm(on_nodes("slurm_accounting", "maybe")),
+        ["all: slurm_accounting must be true or false (got 'maybe')"],
+    ),
 ]
 
 
@@ -1040,6 +1071,18 @@ def test_the_munge_key_is_never_printed() -> None:
         slurm(setv("n2", "slurm_munge_key", key))(inv)
         problems = " ".join(str(p) for p in C.check(inv))
         assert problems and key not in problems and MUNGE_KEY not in problems
+
+
+def test_accounting_with_its_password_passes_and_the_password_is_never_printed() -> None:
+    inv = good()
+    slurm(on_nodes("slurm_accounting", True), setv("n1", "slurm_accounting_password", DB_PASSWORD))(inv)
+    assert [str(p) for p in C.check(inv)] == []
+    # Only the controller runs slurmdbd: the nodes need no password.
+    assert "slurm_accounting_password" not in inv.hostvars["n2"]
+    for bad in ("short-pass", DB_PASSWORD + "'"):
+        setv("n1", "slurm_accounting_password", bad)(inv)
+        problems = " ".join(str(p) for p in C.check(inv))
+        assert problems and bad not in problems
 
 
 def test_slurm_rules_are_checked_by_the_role_alone() -> None:

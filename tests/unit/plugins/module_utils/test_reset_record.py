@@ -1,8 +1,8 @@
 """The reset record (module_utils/reset_record.py): what a first run replaces is kept once and put back exactly.
 
-Every test works on a temporary root with a fake host (systemctl, nft, ip, dpkg-query, apt-get, groupdel, modprobe
-answered from a small in-memory state that the commands change), so the order of a restore and what it leaves are
-visible."""
+Every test works on a temporary root with a fake host (systemctl, nft, ip, dpkg-query, apt-get, groupdel, userdel,
+modprobe answered from a small in-memory state that the commands change), so the order of a restore and what it leaves
+are visible."""
 
 from __future__ import annotations
 
@@ -49,10 +49,10 @@ class FakeSystem:
             return 0, "", ""
         if tool == "env":
             return self(args[1:])
-        if tool == "groupdel":
-            group = self.root / "etc" / "group"
-            group.write_text(
-                "".join(line for line in group.read_text().splitlines(True) if not line.startswith(f"{args[0]}:"))
+        if tool in ("groupdel", "userdel"):
+            table = self.root / "etc" / ("group" if tool == "groupdel" else "passwd")
+            table.write_text(
+                "".join(line for line in table.read_text().splitlines(True) if not line.startswith(f"{args[0]}:"))
             )
             return 0, "", ""
         if tool == "modprobe":
@@ -421,15 +421,20 @@ def test_packages_are_kept_unless_asked_and_never_take_another_package_along(roo
     assert "(slurm did: reset it too, or first)" in refused["errors"][0] and not refused["forgotten"]
     assert system.packages == {"opensm", "libopensm9", "iperf3", "bash"}
     system.apt_extra = []
-    # The group libibverbs1's install made goes after the packages; one that is a user's primary group stays.
-    rr.record(h, "rdma_stack", rr.Spec(package_groups=["rdma", "munge"]))
+    # The group libibverbs1's install made goes after the packages; one that is a user's primary group stays. A user
+    # the install made (MariaDB's mysql: its purge keeps it) goes before the groups, so its group goes too.
+    rr.record(h, "rdma_stack", rr.Spec(package_groups=["rdma", "munge", "mysql"], package_users=["mysql", "gone"]))
     (root / "etc").mkdir(exist_ok=True)
-    (root / "etc" / "group").write_text("root:x:0:\nrdma:x:102:\nmunge:x:101:\n")
-    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/bash\nmunge:x:100:101::/nonexistent:/bin/false\n")
+    (root / "etc" / "group").write_text("root:x:0:\nrdma:x:102:\nmunge:x:101:\nmysql:x:107:\n")
+    (root / "etc" / "passwd").write_text(
+        "root:x:0:0::/root:/bin/bash\nmunge:x:100:101::/nonexistent:/bin/false\nmysql:x:102:107::/nonexistent:/bin/false\n"
+    )
     done = rr.restore(h, "rdma_stack", remove_packages=True)
     assert done["errors"] == [] and system.packages == {"bash"}
     assert "groupdel rdma" in done["changes"] and not any("groupdel munge" in c for c in done["changes"])
     assert "group munge kept: it is the primary group of munge" in done["notes"]
+    changes = [c for c in done["changes"] if c.split()[0] in ("userdel", "groupdel")]
+    assert changes.index("userdel mysql") < changes.index("groupdel mysql") and "userdel gone" not in changes
     assert "env DEBIAN_FRONTEND=noninteractive apt-get --yes --quiet purge opensm libopensm9 iperf3" in done["changes"]
 
 

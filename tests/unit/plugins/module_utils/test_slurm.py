@@ -6,6 +6,7 @@ checked line by line: what the role writes to /etc/slurm is what these tests exp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -375,9 +376,57 @@ def test_the_lab_cluster() -> None:
             "cgroup.conf": ["CgroupPlugin=cgroup/v1", *constrain],
             "gres.conf": None,
         },
+        "slurmdbd.conf": None,
     }
     assert got["hosts"]["lab-node2"]["files"]["slurm.conf"] == LAB_CONF
     assert got["notes"] == [LAB_CONF[0][2:]]
+
+
+ACCOUNTING = {"enabled": True, "database": "slurm_acct_db", "user": "slurm"}
+
+
+def test_accounting_puts_slurmdbd_beside_slurmctld() -> None:
+    """slurm.conf points every daemon at slurmdbd on the controller; only the controller gets slurmdbd.conf (its
+    password is the role's to add, so it is in no line here)."""
+    hostvars, groups = lab_hostvars()
+    got = S.cluster(hostvars, groups, {**SETTINGS, "accounting": ACCOUNTING})["hosts"]
+    conf = got["lab-node2"]["files"]["slurm.conf"]
+    assert conf == got["lab-node1"]["files"]["slurm.conf"]
+    assert [line for line in conf if line.startswith("Accounting")] == [
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=10.77.0.11",
+    ]
+    # Usage sampling stays as the cgroup plan chose it: switching it with job steps running is what slurm.conf(5)
+    # warns against.
+    assert "JobAcctGatherType=jobacct_gather/cgroup" in conf
+    assert got["lab-node1"]["slurmdbd.conf"] == [
+        "AuthType=auth/munge",
+        "DbdHost=lab-node1",
+        "SlurmUser=slurm",
+        "LogFile=/var/log/slurm/slurmdbd.log",
+        "PidFile=/run/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=localhost",
+        "StorageLoc=slurm_acct_db",
+        "StorageUser=slurm",
+    ]
+    assert got["lab-node2"]["slurmdbd.conf"] is None
+    off = S.cluster(hostvars, groups, {**SETTINGS, "accounting": {**ACCOUNTING, "enabled": False}})["hosts"]
+    assert off["lab-node1"]["slurmdbd.conf"] is None and off["lab-node1"]["files"]["slurm.conf"] == LAB_CONF
+
+
+@pytest.mark.parametrize(
+    ("accounting", "error"),
+    [
+        ({"database": "acct;DROP"}, "slurm_accounting_database: 'acct;DROP' is not a MariaDB name"),
+        ({"user": "s" * 33}, "slurm_accounting_user: '" + "s" * 33 + "' is not a MariaDB name"),
+        ({"user": ""}, "slurm_accounting_user: '' is not a MariaDB name"),
+    ],
+)
+def test_accounting_names_that_would_break_slurmdbd_conf_or_sql(accounting: dict, error: str) -> None:
+    hostvars, groups = lab_hostvars()
+    with pytest.raises(RuleError, match=re.escape(error)):
+        S.cluster(hostvars, groups, {**SETTINGS, "accounting": {**ACCOUNTING, **accounting}})
 
 
 def test_a_controller_that_is_no_node_gets_slurm_conf_only() -> None:
@@ -592,6 +641,31 @@ def test_first_start_and_a_new_key() -> None:
         "reconfigure": False,
         "why": [],
     }
+
+
+def test_slurmdbd_starts_first_restarts_for_its_file_and_stops_when_accounting_goes() -> None:
+    """slurmdbd reads slurmdbd.conf only at start; slurmctld restarts when it is pointed at slurmdbd
+    (AccountingStorageType), and that restart comes after slurmdbd in the loop's order."""
+    after = edit("ReturnToService=1", "ReturnToService=1\nAccountingStorageType=accounting_storage/slurmdbd")
+    first = S.apply_plan([result("slurm.conf", BEFORE, after)], RUNNING, True, True, dbd="changed")
+    assert list(first["state"].items()) == [
+        ("munge", "started"),
+        ("slurmdbd", "started"),
+        ("slurmctld", "restarted"),
+        ("slurmd", "started"),
+    ]
+    assert first["why"][0] == "slurmctld restarted for accountingstoragetype (slurm.conf(5))", first
+    running = {**RUNNING, "slurmdbd": "active"}
+    same = S.apply_plan([result("slurm.conf", BEFORE, BEFORE, changed=False)], running, True, True, dbd="same")
+    assert same["state"]["slurmdbd"] == "started" and same["why"] == [] and not same["reconfigure"]
+    new_file = S.apply_plan([result("slurm.conf", BEFORE, BEFORE, changed=False)], running, True, True, dbd="changed")
+    assert new_file["state"]["slurmdbd"] == "restarted" and new_file["state"]["slurmctld"] == "started"
+    assert new_file["why"] == ["slurmdbd restarted for slurmdbd.conf (it reads it only at start)"]
+    off = S.apply_plan([result("slurm.conf", BEFORE, BEFORE, changed=False)], running, True, True)
+    assert off["state"]["slurmdbd"] == "stopped" and off["why"] == ["slurmdbd stopped: accounting is off"]
+    # A node never runs slurmdbd; a controller without one leaves the unit alone.
+    assert "slurmdbd" not in S.apply_plan([], running, False, True, dbd="changed")["state"]
+    assert "slurmdbd" not in S.apply_plan([], RUNNING, True, True)["state"]
 
 
 # ------------------------------------------------------------------------------------------- the daemons' answers
