@@ -299,25 +299,53 @@ def wait_node(name: str, drained: bool, within: float = 100) -> dict:
         time.sleep(3)
 
 
+def job_record(job: str) -> dict[str, str]:
+    """`scontrol show job` on the controller, as {key: value} (JobState, NodeList, Restarts ...)."""
+    shown = ssh("lab-node1", "scontrol", "show", "job", "-o", job).stdout
+    return dict(field.split("=", 1) for field in shown.split() if "=" in field)
+
+
 def test_slurm_drains_a_failing_node_with_the_reason_and_returns_it(lab_cluster) -> None:
-    """slurmd runs node_health's wrapper of rdma-node-check every 30 s (the lab inventory): lab-node2's fabric MTU
-    set wrong drains it with the failing check as the reason, with no Ansible run; set right, the next check
-    resumes it. A node an operator drained keeps its reason: the check only resumes its own drains."""
+    """slurmd runs node_health's wrapper of rdma-node-check before each job on each of its nodes (the prolog) and
+    every 30 s (the health check; the lab inventory): with lab-node2's fabric MTU set wrong, a job sent there does not
+    run, and the node is drained with the failing check as the reason, with no Ansible run; set right, the next
+    check resumes it and the job runs. A node an operator drained keeps its reason: the check only resumes its own
+    drains."""
     victim = lab_cluster["hosts"][1]
     assert "DRAIN" not in (slurm_node(victim)["state"] or ""), slurm_node(victim)
     t0 = time.monotonic()
     assert ssh(victim, "ip", "link", "set", "rdma0", "mtu", "1500").returncode == 0
+    job = ""
     try:
+        # At once, so the prolog, not the next health check, meets the bad node (the health check wins only when
+        # it ran within the second before: then the job simply waits, and the test says which).
+        sent = ssh("lab-node1", "sbatch", "--parsable", f"--nodelist={victim}", "--output=/dev/null", "--wrap=hostname")
+        assert sent.returncode == 0, sent.stderr
+        job = sent.stdout.strip()
         node = wait_node(victim, drained=True)
         print(f"{victim} drained {time.monotonic() - t0:.0f} s after its MTU went wrong: {node}")
         assert "DRAIN" in (node["state"] or ""), node
         assert node["reason"].startswith("rdma-node-check: ") and "MTU 1500" in node["reason"], node
+        held = job_record(job)
+        # The job never ran on the bad node: back in the queue, not held (nohold_on_prolog_fail), not completed.
+        assert held["JobState"] == "PENDING" and held.get("Priority") != "0", held
+        turned_away = held.get("Restarts", "0") != "0"
+        print(f"job {job}: {'requeued by the prolog' if turned_away else 'kept off by the health check'}: {held}")
     finally:
         assert ssh(victim, "ip", "link", "set", "rdma0", "mtu", str(cluster.FABRIC_MTU)).returncode == 0
     t1 = time.monotonic()
     node = wait_node(victim, drained=False)
     print(f"{victim} resumed {time.monotonic() - t1:.0f} s after its MTU was put back: {node}")
     assert "DRAIN" not in (node["state"] or ""), node
+    # Back in service, the node takes the job that waited for it. Slurm makes a requeued job eligible again 2 min
+    # later (its EligibleTime); the test moves that to now rather than wait.
+    assert ssh("lab-node1", "scontrol", "update", f"JobId={job}", "StartTime=now").returncode == 0
+    deadline, record = time.monotonic() + 60, job_record(job)
+    while record.get("JobState") != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(2)
+        record = job_record(job)
+    print(f"job {job} ran {time.monotonic() - t1:.0f} s after the MTU was put back: {record}")
+    assert record.get("JobState") == "COMPLETED" and record.get("NodeList") == victim, record
     # An operator's drain: the wrapper (run here at once rather than waiting for slurmd) passes and leaves it.
     # (ssh hands the remote shell one string: the reason's spaces are quoted for it.)
     update = ["scontrol", "update", f"NodeName={victim}", "State=DRAIN", "Reason='maintenance by hand'"]

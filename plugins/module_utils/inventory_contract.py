@@ -1168,6 +1168,7 @@ SLURM_ROWS: tuple[Var, ...] = (
     Var(
         "slurm_health_check_program", ALL, text(r"^(/[^\x00-\x20\x7f]*)?$", "an absolute path without spaces, or empty")
     ),
+    Var("slurm_prolog", ALL, text(r"^(/[^\x00-\x20\x7f]*)?$", "an absolute path without spaces, or empty")),
     Var("slurm_health_check_interval", ALL, integer(1)),
     Var("slurm_daemon_timeout", ALL, integer(1)),
     Var("slurm_apt_cache_valid_time", ALL, integer(0)),

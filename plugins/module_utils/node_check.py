@@ -1661,6 +1661,13 @@ def slurm_action(result: dict, node: dict) -> tuple[str, str] | None:
     return None
 
 
+def prolog_exit(result: dict) -> int:
+    """Slurm's Prolog exit status: non-zero keeps the job off this node (slurmd fails the launch, slurmctld requeues
+    the job and drains the node, a no-op once slurm_apply drained it with the failing checks, so the health check
+    resumes it later); only a failing node does that, not a warning nor a check that could not run."""
+    return EXIT["fail"] if result.get("status") == "fail" else 0
+
+
 def slurm_apply(tools: Tools, node_name: str, result: dict) -> str:
     """Read the node's state from slurmctld, drain or resume it (slurm_action); one line saying what was done."""
     shown = tools.run(["scontrol", "show", "node", "-o", node_name])
@@ -1695,6 +1702,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--brief", action="store_true", help="print `<status>: <reason>` instead of the JSON")
     slurm = "as Slurm's HealthCheckProgram: drain this node on fail, resume it when it passes again"
     ap.add_argument("--slurm", action="store_true", help=slurm)
+    prolog = (
+        "as Slurm's Prolog: as --slurm, and exit 0 unless the node fails (a warning or a check that cannot run "
+        "lets the job start)"
+    )
+    ap.add_argument("--slurm-prolog", action="store_true", help=prolog)
     ap.add_argument("--slurm-node", default="", help="the node's Slurm NodeName (default: the short hostname)")
     return ap
 
@@ -1709,11 +1721,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         error = {"schema": SCHEMA, "status": "error", "exit": EXIT_ERROR, "reason": str(exc)}
         print(f"error: {exc}" if args.brief else json.dumps(error))
-        return EXIT_ERROR
+        return prolog_exit(error) if args.slurm_prolog else EXIT_ERROR
     print(f"{result['status']}: {result['reason']}" if args.brief else json.dumps(result))
-    if args.slurm:
+    if args.slurm or args.slurm_prolog:
         print(slurm_apply(Tools(), args.slurm_node or socket.gethostname().split(".")[0], result), file=sys.stderr)
-    return result["exit"]
+    return prolog_exit(result) if args.slurm_prolog else result["exit"]
 
 
 if __name__ == "__main__":

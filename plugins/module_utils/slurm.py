@@ -516,6 +516,13 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
         conf["AccountingStorageType"] = "accounting_storage/slurmdbd"
         conf["AccountingStorageHost"] = address[ctl]
         dbd_conf = dbd_lines(nodename[ctl], accounting.get("database") or "", accounting.get("user") or "")
+    prolog = settings.get("prolog") or ""
+    if prolog:
+        # On every node of the job at allocation, before any step; a node it fails takes the job back to the queue
+        # (slurm.conf(5): a failed prolog requeues the job, held unless nohold_on_prolog_fail).
+        conf["Prolog"] = prolog
+        conf["PrologFlags"] = "Alloc"
+        conf["SchedulerParameters"] = "nohold_on_prolog_fail"
     program = settings.get("health_check_program") or ""
     if program:
         conf["HealthCheckProgram"] = program
@@ -617,6 +624,7 @@ SLURMCTLD_RESTART = frozenset(
         "AccountingStorageHost",
         "AccountingStoragePort",
         "AccountingStorageType",
+        "PrologFlags",
         "SlurmctldLogFile",
         "SlurmctldPidFile",
         "TopologyPlugin",
@@ -633,6 +641,7 @@ SLURMD_RESTART = frozenset(
         "SwitchType",
         # Not noted in slurm.conf(5): plugins and files slurmd loads or opens once, at start (README.md).
         "JobAcctGatherType",
+        "PrologFlags",
         "ProctrackType",
         "SlurmdLogFile",
         "SlurmdPidFile",

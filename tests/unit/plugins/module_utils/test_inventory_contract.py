@@ -1003,6 +1003,11 @@ SLURM_BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         ["all: slurm_health_check_program must be an absolute path without spaces, or empty (got 'nhc')"],
     ),
     (
+        "slurm-prolog-relative",
+        slurm(on_nodes("slurm_prolog", "rdma-node-health-prolog")),
+        ["all: slurm_prolog must be an absolute path without spaces, or empty (got 'rdma-node-health-prolog')"],
+    ),
+    (
         "slurm-accounting-without-password",
         slurm(on_nodes("slurm_accounting", True)),
         [

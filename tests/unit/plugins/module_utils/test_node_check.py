@@ -709,14 +709,24 @@ def test_command_exit_codes(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tools))
     assert nc.main(["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == "warn: rdma0: 1 short link flap(s) in 24 h (longest 7 s)"
+    # As Slurm's Prolog a warning lets the job start (exit 0); Slurm's node is read either way.
+    prolog = ["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief", "--slurm-prolog"]
+    assert nc.main([*prolog, "--slurm-node", "n1"]) == 0
+    assert capsys.readouterr().err == "slurm: node n1 not read (scontrol not installed)\n"
     (root / "sys/class/net/rdma0/carrier").write_text("0\n")
     assert nc.main(["--config", str(warn), "--root", str(root), "--state-dir", "", "--brief"]) == 2
     assert capsys.readouterr().out.splitlines()[-1] == "fail: rdma0: link down (operstate up, carrier 0)"
+    # A failing node keeps the job off (non-zero: Slurm requeues the job and leaves the node as the check drained it).
+    assert nc.main([*prolog, "--slurm-node", "n1"]) == 2
+    assert capsys.readouterr().out == "fail: rdma0: link down (operstate up, carrier 0)\n"
     # A config or a command line it cannot use: 3, never 2 (a scheduler must not drain a node for that).
     bad = tmp_path / "bad.json"
     bad.write_text('{"interfaces": []}')
     assert nc.main(["--config", str(bad), "--brief"]) == nc.EXIT_ERROR
     assert capsys.readouterr().out == "error: config: interfaces must be a non-empty list of {name, address, mtu}\n"
+    # As a Prolog, a check that cannot run says so in slurmd's log and lets the job start.
+    assert nc.main(["--config", str(bad), "--brief", "--slurm-prolog"]) == 0
+    assert capsys.readouterr().out.startswith("error: config: ")
     assert nc.main(["--config", str(tmp_path / "none.json")]) == 3
     assert json.loads(capsys.readouterr().out)["status"] == "error"
     with pytest.raises(SystemExit) as exc:

@@ -492,8 +492,15 @@ def test_settings_reach_slurm_conf() -> None:
         "PartitionName=debug Nodes=lab-node2 MaxTime=INFINITE State=UP",
     ]
     assert "HealthCheckProgram=/usr/sbin/nhc" in conf and "HealthCheckInterval=300" in conf
-    assert not [line for line in conf if line.startswith("TopologyPlugin")]
+    assert not [line for line in conf if line.startswith(("TopologyPlugin", "Prolog", "SchedulerParameters"))]
     assert "# no switch in the inventory: no topology.conf" in conf
+    # A prolog runs on every node of a job at allocation, and a job it turns away goes back to the queue unheld.
+    conf = S.cluster(hostvars, groups, {**settings, "prolog": "/usr/local/sbin/check"})["hosts"]["lab-node2"]
+    assert [line for line in conf["files"]["slurm.conf"] if line.startswith(("Prolog", "SchedulerParameters"))] == [
+        "Prolog=/usr/local/sbin/check",
+        "PrologFlags=Alloc",
+        "SchedulerParameters=nohold_on_prolog_fail",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -607,6 +614,15 @@ def test_a_new_partition_is_a_reconfigure_not_a_restart() -> None:
         "reconfigure": True,
         "why": ["scontrol reconfigure for PartitionName train"],
     }
+
+
+def test_prolog_flags_restart_both_daemons_the_prolog_itself_is_a_reconfigure() -> None:
+    after = edit("ReturnToService=1", "ReturnToService=1\nPrologFlags=Alloc\nProlog=/usr/local/sbin/check")
+    plan = S.apply_plan([result("slurm.conf", BEFORE, after)], RUNNING, True, True)
+    assert plan["state"] == {"munge": "started", "slurmctld": "restarted", "slurmd": "restarted"}, plan
+    assert S.conf_changes(BEFORE, edit("ReturnToService=1", "ReturnToService=1\nProlog=/x"))["reconfigure"] == [
+        "prolog"
+    ]
 
 
 def test_a_controller_key_restarts_slurmctld_only() -> None:
