@@ -550,10 +550,34 @@ def stress_class(qos, rdma):
     return {"qos_group": 0 if group is None else int(group), "dscp": dscp, "what": f"{what} (DSCP {dscp})"}
 
 
+def switch_port_hosts(hostvars, switches, nodes, override=None):
+    """{"switch:port": node} for the host behind each RoCE port of each switch: the node its description names (the
+    first word, as topology.conf reads it: `lab-node3 rdma0`), else `override` (cluster_validate_switch_ports):
+    `switch:port` keys as given, a bare port name only for a port without a description (one switch whose ports are
+    not described, the lab's single switch). A port whose description names another switch (an uplink) names no
+    host."""
+    override = dict(override or {})
+    names = slurm_rules.host_aliases(hostvars, list(nodes or []))
+    out = {}
+    for sw, ports in slurm_rules.switch_ports(hostvars, list(switches or [])).items():
+        for item in ports:
+            name = str(item.get("name") or "") if isinstance(item, dict) else ""
+            if not name:
+                continue
+            owner = slurm_rules.port_owner(item.get("description"), names)
+            if owner:
+                out[f"{sw}:{name}"] = owner
+            elif not item.get("description") and name in override:
+                out[f"{sw}:{name}"] = override[name]
+    out.update({k: v for k, v in override.items() if ":" in str(k)})
+    return out
+
+
 def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None, stress=None):
     """Switch rung: drops in the no-drop class must not grow across the stress rungs; pauses and ECN marks reported.
 
-    before/after: {switch: switch_counters(...)}; port_hosts: {"switch port": host} to name the host; stress:
+    before/after: {switch: switch_counters(...)}; port_hosts: {"switch:port": host} (switch_port_hosts; a bare port
+    name stands for that port on any switch) to name the host; stress:
     stress_class() of the pair tests, whose class the rung names: the no-drop class is judged with the traffic it
     carried, and traffic that rode a lossy class is said to have (its drops reported, not judged: that class may
     drop), so a rung that stressed no lossless traffic does not read as if it had.
@@ -573,7 +597,7 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
             delta = {k: v - old.get(k, 0) for k, v in counters.items()}
             deltas[f"{switch}:{port}"] = delta
             drops = delta.get(f"drops_q{nodrop_group}", 0) + delta.get("ingress_drops", 0)
-            who = port_hosts.get(port, "")
+            who = port_hosts.get(f"{switch}:{port}") or port_hosts.get(port, "")
             label = f"{switch} {port}" + (f" ({who})" if who else "")
             checks.append(
                 _check(
@@ -766,6 +790,7 @@ FILTERS = {
     "cluster_validate_latency": evaluate_latency,
     "cluster_validate_allreduce": evaluate_allreduce,
     "cluster_validate_switch": evaluate_switch,
+    "cluster_validate_switch_port_hosts": switch_port_hosts,
     "cluster_validate_stress_class": stress_class,
     "cluster_validate_train": evaluate_train,
     "cluster_validate_host_errors": evaluate_host_errors,

@@ -20,6 +20,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_u
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_verdict as ladder
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
+from lab import cluster as lab
 from tests.conftest import ROOT, load_script
 
 FIX = ROOT / "tests" / "fixtures" / "validate"
@@ -209,6 +210,42 @@ def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
     assert "66 PFC pauses received" in rung["reason"]
     skipped = vr.evaluate_switch({}, {}, 3, skip_reason="the switch does not serve `show queuing interface`")
     assert skipped["status"] == "skip" and "show queuing" in skipped["reason"]
+
+
+def test_each_switch_port_is_named_by_its_own_switch_description() -> None:
+    """The lab's leaf-spine plan (lab/cluster.py): lab-node1 and lab-node3 on lab-leaf1 Ethernet1/1 and 1/2,
+    lab-node2 on lab-leaf2 Ethernet1/1, the leaves' Ethernet1/8 up to lab-spine1's Ethernet1/1 and 1/2. Each port
+    names the node its own switch's description gives; the same port name on another switch is another node, and an
+    uplink names none. The lab's by-index map (Ethernet1/N -> the N-th node) only fills undescribed ports."""
+    nodes = [lab.Node(i) for i in (1, 2, 3)]
+    hostvars = {
+        sw.name: {
+            "nxos_roce_qos_host_interfaces": list(sw.host_interfaces),
+            "nxos_roce_qos_uplink_interfaces": list(sw.uplink_interfaces),
+        }
+        for sw in lab.fabric_plan(nodes, 2, 1)
+    }
+    names = [n.name for n in nodes]
+    by_index = {f"Ethernet1/{i}": n for i, n in enumerate(names, 1)}
+    assert vr.switch_port_hosts(hostvars, sorted(hostvars), names, by_index) == {
+        "lab-leaf1:Ethernet1/1": "lab-node1",
+        "lab-leaf1:Ethernet1/2": "lab-node3",
+        "lab-leaf2:Ethernet1/1": "lab-node2",
+    }
+    # The lab's one switch describes no port: the by-index map names them; an explicit switch:port entry wins.
+    single = {"lab-switch": {"nxos_roce_qos_host_interfaces": [{"name": f"Ethernet1/{i}"} for i in (1, 2, 3)]}}
+    got = vr.switch_port_hosts(single, ["lab-switch"], names, {**by_index, "lab-switch:Ethernet1/3": "lab-node1"})
+    assert got == {"lab-switch:Ethernet1/1": "lab-node1", "lab-switch:Ethernet1/2": "lab-node2",
+                   "lab-switch:Ethernet1/3": "lab-node1"}  # fmt: skip
+    # The rung names the node behind the port that dropped, on the switch that dropped.
+    before = {sw: {"Ethernet1/2": {"drops_q3": 0}} for sw in ("lab-leaf1", "lab-spine1")}
+    after = {"lab-leaf1": {"Ethernet1/2": {"drops_q3": 5}}, "lab-spine1": {"Ethernet1/2": {"drops_q3": 0}}}
+    rung = vr.evaluate_switch(before, after, 3, vr.switch_port_hosts(hostvars, sorted(hostvars), names, by_index))
+    assert rung["bad_hosts"] == ["lab-node3"], rung
+    assert (
+        "lab-leaf1 Ethernet1/2 (lab-node3): 5 dropped" in rung["reason"]
+        and "lab-spine1 Ethernet1/2:" not in rung["reason"]
+    )
 
 
 # rdma_qos's fact on a lab node (roles/rdma_qos/tasks/fact.yml), dcqcn profile.
