@@ -275,6 +275,8 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     assert sw["deltas"][f"{leaf}:{port}"]["pause_tx"] == 150, sw["deltas"]
     assert sw["deltas"][f"{leaf}:{port}"]["ecn_q3"] == 42, sw["deltas"]
     assert sw["deltas"][f"{leaf}:{uplink}"]["pause_tx"] == 7, sw["deltas"]
+    # Each switch read on its own: the other switches' counters did not move.
+    assert not [k for k, d in sw["deltas"].items() if not k.startswith(f"{leaf}:") and any(d.values())], sw["deltas"]
     assert sw["value"] == 0
     # A short GPT-2 (tiny preset) run through the launch role, all 3 nodes, above the tokens/s floor.
     train = by["train"]
