@@ -52,6 +52,16 @@ def test_good_inventory_passes(tmp_path: Path) -> None:
     assert proc.returncode == 0, tail(proc)
 
 
+def test_a_limit_that_names_nodes_and_the_switches_passes_the_gate(tmp_path: Path) -> None:
+    """The gate before any change counts the nodes of the limit only: `--limit n1,switches` (how the scale bench and a
+    user re-run one node and the fabric) once counted the switch as a node that had not passed."""
+    switch = {"sw1": {"ansible_host": "127.0.0.1", "ansible_user": "admin", "ansible_password": "lab-only"}}
+    inv = inventory(tmp_path, {"n1": node("192.168.250.201/24"), "n2": node("192.168.250.202/24")}, switches=switch)
+    proc = preflight(inv, "--limit", "n1,switches")
+    assert proc.returncode == 0, tail(proc)
+    assert "Stop before any change if a node did not pass preflight" in proc.stdout, tail(proc)
+
+
 def test_bad_inventory_fails_before_contact_with_every_error(tmp_path: Path) -> None:
     """Mistakes on nodes and on the switch (whose play runs last) are all reported by the first task."""
     nodes = {
