@@ -68,8 +68,8 @@ class ActionModule(ActionBase):
         result["missing"] = todo
         if before is not None and result.get("changed") and not result.get("failed"):
             new = rules.newly_installed(before, self._dpkg_all())
-            groups = rules.new_groups(groups_before, self._read(rules.GROUP_FILE_ARGV))
-            users = rules.new_groups(users_before, self._read(rules.PASSWD_FILE_ARGV))
+            groups = rules.new_names(groups_before, self._read(rules.GROUP_FILE_ARGV))
+            users = rules.new_names(users_before, self._read(rules.PASSWD_FILE_ARGV))
             if new:
                 recorded = self._execute_module(
                     module_name="rdma_llm.cluster.reset_record",

@@ -45,7 +45,7 @@ GROUP_FILE_ARGV = ["cat", "/etc/group"]
 PASSWD_FILE_ARGV = ["cat", "/etc/passwd"]
 
 
-def new_groups(before: str, after: str) -> list[str]:
+def new_names(before: str, after: str) -> list[str]:
     """Names in the second reading of /etc/group (GROUP_FILE_ARGV), or of /etc/passwd, and not in the first, sorted:
     what a package's maintainer script created (libibverbs1 adds the group `rdma`, mariadb-server the user `mysql`;
     purge leaves them)."""

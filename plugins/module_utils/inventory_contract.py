@@ -1156,6 +1156,8 @@ def node_health_thresholds(inv: Inventory) -> Iterator[Problem]:
 SLURM_CONTROLLERS = "slurm_controllers"
 # The Slurm role's inputs, checked on every Slurm host (the controller and the nodes); own rows, not VARIABLES rows,
 # so that they also cover a controller that is not a node, and so that the munge key is never printed.
+# A program slurmd runs by path (HealthCheckProgram, Prolog): no arguments, so no spaces; empty for none.
+PROGRAM_OR_EMPTY = text(r"^(/[^\x00-\x20\x7f]*)?$", "an absolute path without spaces, or empty")
 SLURM_ROWS: tuple[Var, ...] = (
     Var(
         "slurm_cluster_name", ALL, text(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$", "a cluster name (A-Za-z0-9_-, at most 40)")
@@ -1165,10 +1167,8 @@ SLURM_ROWS: tuple[Var, ...] = (
     Var("slurm_partition_default", ALL, text(r"^[A-Za-z0-9_-]+$", "a partition name (A-Za-z0-9_-)")),
     Var("slurm_topology", ALL, choice("auto", "none")),
     Var("slurm_config", ALL, mapping()),
-    Var(
-        "slurm_health_check_program", ALL, text(r"^(/[^\x00-\x20\x7f]*)?$", "an absolute path without spaces, or empty")
-    ),
-    Var("slurm_prolog", ALL, text(r"^(/[^\x00-\x20\x7f]*)?$", "an absolute path without spaces, or empty")),
+    Var("slurm_health_check_program", ALL, PROGRAM_OR_EMPTY),
+    Var("slurm_prolog", ALL, PROGRAM_OR_EMPTY),
     Var("slurm_health_check_interval", ALL, integer(1)),
     Var("slurm_daemon_timeout", ALL, integer(1)),
     Var("slurm_apt_cache_valid_time", ALL, integer(0)),

@@ -576,8 +576,8 @@ def switch_port_hosts(hostvars, switches, nodes, override=None):
 def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=None, stress=None):
     """Switch rung: drops in the no-drop class must not grow across the stress rungs; pauses and ECN marks reported.
 
-    before/after: {switch: switch_counters(...)}; port_hosts: {"switch:port": host} (switch_port_hosts; a bare port
-    name stands for that port on any switch) to name the host; stress:
+    before/after: {switch: switch_counters(...)}; port_hosts: {"switch:port": host} (switch_port_hosts) to name the
+    host; stress:
     stress_class() of the pair tests, whose class the rung names: the no-drop class is judged with the traffic it
     carried, and traffic that rode a lossy class is said to have (its drops reported, not judged: that class may
     drop), so a rung that stressed no lossless traffic does not read as if it had.
@@ -597,7 +597,7 @@ def evaluate_switch(before, after, nodrop_group, port_hosts=None, skip_reason=No
             delta = {k: v - old.get(k, 0) for k, v in counters.items()}
             deltas[f"{switch}:{port}"] = delta
             drops = delta.get(f"drops_q{nodrop_group}", 0) + delta.get("ingress_drops", 0)
-            who = port_hosts.get(f"{switch}:{port}") or port_hosts.get(port, "")
+            who = port_hosts.get(f"{switch}:{port}", "")
             label = f"{switch} {port}" + (f" ({who})" if who else "")
             checks.append(
                 _check(

@@ -62,11 +62,11 @@ def test_newly_installed_is_what_apt_added_dependencies_included() -> None:
     assert R.ALL_ARGV[:2] == ["dpkg-query", "--show"] and len(R.ALL_ARGV) == 3
     # The groups a maintainer script added (libibverbs1's postinst: `addgroup --system rdma`), for reset to remove.
     groups = "root:x:0:\nmunge:x:101:\n"
-    assert R.new_groups(groups, groups + "rdma:x:102:\n_ssh:x:103:\n") == ["_ssh", "rdma"]
-    assert R.new_groups(groups, groups) == []
+    assert R.new_names(groups, groups + "rdma:x:102:\n_ssh:x:103:\n") == ["_ssh", "rdma"]
+    assert R.new_names(groups, groups) == []
     # The same reading of /etc/passwd gives the users one added (mariadb-server's `mysql`; its purge keeps it).
     users = "root:x:0:0:root:/root:/bin/bash\n"
-    assert R.new_groups(users, users + "mysql:x:102:107:MySQL Server,,,:/nonexistent:/bin/false\n") == ["mysql"]
+    assert R.new_names(users, users + "mysql:x:102:107:MySQL Server,,,:/nonexistent:/bin/false\n") == ["mysql"]
     assert R.PASSWD_FILE_ARGV == ["cat", "/etc/passwd"]
 
 

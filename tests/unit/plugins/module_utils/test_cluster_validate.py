@@ -198,12 +198,12 @@ def test_parse_nxos_queuing() -> None:
 def test_switch_rung_counts_nodrop_drops_between_reads() -> None:
     before = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt"), fixture("nxos_queuing.txt"))}
     assert before["sw"]["Ethernet1/1"]["drops_q3"] == 3 and before["sw"]["Ethernet1/1"]["ingress_drops"] == 2
-    same = vr.evaluate_switch(before, before, 3, {"Ethernet1/1": "node1"})
+    same = vr.evaluate_switch(before, before, 3, {"sw:Ethernet1/1": "node1"})
     assert same["status"] == "pass" and same["value"] == 0
     assert same["reason"] == "no drops in qos-group 3 on 1 port(s); 0 PFC pauses, 0 ECN-marked"
     grown = fixture("nxos_queuing.txt").replace("|               3|", "|              10|")
     after = {"sw": parsers.switch_counters(fixture("nxos_pfc.txt").replace("1234", "1300"), grown)}
-    rung = vr.evaluate_switch(before, after, 3, {"Ethernet1/1": "node1"})
+    rung = vr.evaluate_switch(before, after, 3, {"sw:Ethernet1/1": "node1"})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["node1"] and rung["value"] == 7
     # Only the ports read with `show queuing` (the RoCE ports) are judged, not every port the PFC show lists.
     assert sorted(rung["deltas"]) == ["sw:Ethernet1/1"] and len(rung["checks"]) == 1
