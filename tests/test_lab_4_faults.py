@@ -70,6 +70,7 @@ def test_killed_rank_restarts_by_itself_and_finishes(lab_cluster, corpus) -> Non
     for host in hosts:
         assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
     losses_continue(run_id, hosts[0])
+    rejoin_units_gone(hosts, run_id)
     no_training_processes(hosts)
 
 
@@ -89,6 +90,58 @@ def stop_node_until_the_play_ends(play: subprocess.Popen, victim: str, timeout: 
         podman.run("start", victim)
         cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
     return out, took
+
+
+def rejoin_units_gone(hosts: list[str], run_id: str) -> None:
+    """No later boot starts the run again: its rejoin unit is gone from every node."""
+    for host in hosts:
+        left = ssh(
+            host,
+            "sh",
+            "-c",
+            f"'ls /etc/systemd/system/train-{run_id}-rejoin.service "
+            f"/etc/systemd/system/multi-user.target.wants/train-{run_id}-rejoin.service 2>/dev/null'",
+        ).stdout
+        assert not left.strip(), f"{host} keeps {left}"
+
+
+def test_restarted_node_rejoins_by_itself_and_the_run_finishes(lab_cluster, corpus) -> None:  # noqa: F811
+    """max_restarts=1: a node's container restarted mid-run (a reboot). At its boot the rejoin unit starts its
+    share again; the survivor's agent, whose workers failed with the peer gone, waits in the rendezvous; both resume
+    from their latest checkpoint and finish at max_steps without the user."""
+    hosts, run_id, steps = lab_cluster["hosts"], f"fault-reboot-{int(time.time())}", 60
+    play = start_train(
+        "-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", "-e", "max_restarts=1", *payload(KILL)
+    )
+    wait_for_step(play, hosts, run_id, 15)
+    victim = hosts[-1]
+    unit = f"/etc/systemd/system/multi-user.target.wants/train-{run_id}-rejoin.service"
+    assert ssh(victim, "test", "-L", unit).returncode == 0, f"{victim}: no rejoin unit enabled for the next boot"
+    t_restart = time.time()
+    podman.run("restart", "-t", "2", victim)
+    cluster.wait_ssh(cluster.Node(int(victim.removeprefix("lab-node"))), time.monotonic() + 120)
+    out = finish(play, 600)
+    took = time.time() - t_restart
+    assert play.returncode == 0, out[-4000:]
+    flat = " ".join(out.split())
+    assert f"{victim}: restarted; waiting for its share of the run to rejoin" in flat or "rejoined" in flat, out[-4000:]
+    report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
+    assert report["outcome"] == "completed" and report["final_step"] == steps, report
+    assert report["world_size"] == 2, report
+    log = (ARTIFACTS / run_id / victim / "logs" / "torchrun.log").read_text()
+    assert "=== rejoin after a reboot at " in log and "(node rank 1) ===" in log, log[-3000:]
+    restart = report["restarts"][0]
+    assert restart["resumed_at_step"] >= 10, restart
+    print(
+        f"container restarted -> every rank training again: {restart['time'] - t_restart:.1f} s, steps lost "
+        f"{restart['steps_lost']}; run completed {took:.1f} s after the restart"
+    )
+    assert restart["time"] - t_restart < 120, f"the ranks trained again {restart['time'] - t_restart:.0f} s later"
+    for host in hosts:
+        assert (ARTIFACTS / run_id / host / "logs" / "torchrun.log").stat().st_size > 0, f"no log from {host}"
+    losses_continue(run_id, hosts[0])
+    rejoin_units_gone(hosts, run_id)
+    no_training_processes(hosts)
 
 
 def test_stopped_node_fails_within_two_minutes_then_resumes(lab_cluster, corpus) -> None:  # noqa: F811

@@ -116,6 +116,26 @@ class ActionModule(ActionBase):
         )  # fmt: skip
 
     @staticmethod
+    def _rejoin(job: dict, since: float | None, lost_after: float, args: dict) -> float | None:
+        """A restarted host whose share is not back yet (`rejoining`: its rejoin unit has not run in this boot)
+        is waited for up to lost_after, then it is `missing`. Says when it restarted and when it is back."""
+        host = job["host"]
+        if job["state"] == "rejoining":
+            if since is None:
+                since = time.time()
+                display.display(f"{host}: restarted; waiting for its share of the run to rejoin ({args['unit']})")
+            elif time.time() - since > lost_after:
+                job.update(
+                    state="missing",
+                    why=f"restarted, and its share did not come back within {lost_after:.0f} s (the rejoin unit "
+                    f"{filters.rejoin_unit_name(args['unit'])}: {job['unit'].get('RejoinActiveState', '?')})",
+                )
+            return since
+        if since is not None and job["state"] == "running":
+            display.display(f"{host}: its share of the run is back after a restart (rejoined)")
+        return None
+
+    @staticmethod
     def _read(path: str) -> dict | None:
         try:
             with open(path, encoding="utf-8") as f:
@@ -154,6 +174,7 @@ class ActionModule(ActionBase):
         # Seconds the Slurm job waited in the queue: they do not count against the deadline.
         pending_s, pending_since = 0.0, None
         hang_state: dict = {}
+        rejoin_since = None  # when this host was first seen restarted with its share not back yet
         while True:
             polls += 1
             lost = ""
@@ -163,6 +184,7 @@ class ActionModule(ActionBase):
                 last_contact = time.time()
                 job["unit"] = props
                 job["state"] = filters.unit_state(props)
+                rejoin_since = self._rejoin(job, rejoin_since, lost_after, args)
                 if link and link not in ("up", "unknown"):
                     if job["link_down_at"] is None:
                         job["link_down_at"] = time.time()
@@ -188,7 +210,7 @@ class ActionModule(ActionBase):
                     pending_since = None
                 if progress:
                     job["metrics"] = metrics
-                    ended = len(self._peer_records(signal_dir)) + int(job["state"] not in ("running", "pending"))
+                    ended = len(self._peer_records(signal_dir)) + int(job["state"] not in filters.ACTIVE)
                     hosts = int(args.get("hosts", 1))
                     # launched <= 0 (a status look at a detached run): count from the unit's start.
                     started = filters.systemd_time(props.get("ExecMainStartTimestamp", ""))
@@ -212,7 +234,7 @@ class ActionModule(ActionBase):
                 job["ended"] = last_contact
                 self._signal(signal_dir, host, job)
                 break
-            if job["state"] not in ("running", "pending"):
+            if job["state"] not in filters.ACTIVE:
                 job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
                 if job["link_down_at"] is not None:
                     job["ended"] = min(job["ended"], job["link_down_at"])

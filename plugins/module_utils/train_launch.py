@@ -280,6 +280,8 @@ def elastic_plan(min_nodes: Any, nodes: int, max_restarts: Any, last_call: Any, 
 
 
 _LOST = ("unreachable", "missing")
+# A host's share that has not ended: training, queued (Slurm), or coming back after its host restarted.
+ACTIVE = ("running", "pending", "rejoining")
 
 
 def _losses(
@@ -288,7 +290,7 @@ def _losses(
     """The hosts lost for good among `jobs` and why the job cannot go on without them ("" when it can: every
     ended host is lost, not the rendezvous store's host - node 0, or train_launch_rdzv_host where one is named -
     and at least min_nodes are left)."""
-    ended = {h: j for h, j in jobs.items() if j.get("state") not in ("running", "completed", "pending")}
+    ended = {h: j for h, j in jobs.items() if j.get("state") not in (*ACTIVE, "completed")}
     lost = sorted(h for h, j in ended.items() if j.get("state") in _LOST)
     if not lost or not min_nodes or min_nodes >= len(nodes):
         return lost, "no min_nodes"
@@ -642,10 +644,13 @@ def poll_script(
         head = slurm_launch.poll_head(job_id, run_dir)
     else:
         q, saved = shlex.quote(unit), shlex.quote(run_dir + "/logs/unit.show")
+        rejoin = shlex.quote(rejoin_unit_name(unit))
         head = (
             f"p=$(systemctl show {q} --timestamp=us+utc -p {PROPS}); "
             f"if printf '%s\\n' \"$p\" | grep -qx LoadState=not-found && [ -s {saved} ]; then cat {saved}; "
             "else printf '%s\\n' \"$p\"; fi; "
+            # The unit that brings the share back after a reboot (rejoin_unit_text), its keys prefixed `Rejoin`.
+            f"systemctl show {rejoin} -p {REJOIN_PROPS} | sed 's/^/Rejoin/'; "
         )
     return head + poll_tail(run_dir, fabric_if, launch_id)
 
@@ -665,13 +670,15 @@ def poll_tail(run_dir: str, fabric_if: str, launch_id: str) -> str:
 
 
 def unit_state(props: dict[str, str]) -> str:
-    """running | completed | failed | stopped | missing, from `systemctl show` (the unit has RemainAfterExit); a
-    Slurm share (props of slurm_launch.share_props, `Engine=slurm`) by slurm_launch.share_state, which adds
-    `pending` while the job waits in the queue."""
+    """running | completed | failed | stopped | missing | rejoining, from `systemctl show` (the unit has
+    RemainAfterExit); a Slurm share (props of slurm_launch.share_props, `Engine=slurm`) by
+    slurm_launch.share_state, which adds `pending` while the job waits in the queue. `rejoining`: the host
+    restarted (the transient unit went with the boot) and its rejoin unit has not run yet in this boot."""
     if props.get("Engine") == "slurm":
         return slurm_launch.share_state(props)
     if props.get("LoadState") == "not-found":
-        return "missing"
+        waiting = props.get("RejoinActiveState") in ("inactive", "activating")
+        return "rejoining" if props.get("RejoinLoadState") == "loaded" and waiting else "missing"
     active = props.get("ActiveState")
     if active == "failed":
         return "failed"
@@ -720,6 +727,58 @@ def rdzv_host_problems(rdzv_host: str, inventory_hosts: list[str], scheduler: st
     return out
 
 
+REJOIN_PROPS = "LoadState,ActiveState,Result"
+_EXECUTABLE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9_./+-]*")  # no systemd prefix (-, @, !, ...)
+# Where a rejoin unit lives: read by systemd at boot (/run, where systemd-run's transient units live, is not).
+REJOIN_DIR = "/etc/systemd/system"
+
+
+def rejoin_unit_name(unit: str) -> str:
+    """The unit that starts `unit` (a host's transient share of a run) again after the host restarted."""
+    return f"{unit}-rejoin.service"
+
+
+def systemd_quote(arg: str) -> str:
+    """`arg` as one word of a unit file's command line (systemd.service(5) "Command lines"): in double quotes,
+    backslash and double quote escaped, `%` (a specifier) and `$` (a variable) doubled."""
+    text = str(arg)
+    if any(c in text for c in "\n\r\0"):
+        raise RuleError(f"{text!r}: a command line word cannot hold a line break or NUL")
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{text}"'
+
+
+def rejoin_unit_text(argv: list[str], run_id: str, node_rank: Any, log: str, until: Any) -> str:
+    """The unit file that brings a host's share of run `run_id` back after the host restarted: at boot, before
+    epoch `until` (the launch's deadline), it marks the rejoin in the job's log and runs `argv` again (the
+    systemd-run command line that started the share: the same transient unit, environment and torchrun command;
+    torchrun's agent joins the rendezvous the survivors' agents wait in, or that they open once they see it
+    waiting). The role removes it when the share ends or is stopped, and reset.yml any left behind."""
+    until, rank = int(float(until)), int(node_rank)
+    if not argv or not _EXECUTABLE.fullmatch(str(argv[0])):
+        raise RuleError(f"the rejoin unit's command must start with a plain executable, got {argv[:1]!r}")
+    words = " ".join([str(argv[0]), *(systemd_quote(a) for a in argv[1:])])
+    mark = 'echo "=== rejoin after a reboot at $(date -u +%FT%TZ) (node rank ' + str(rank) + ') ==="'
+    before = 'test "$(date +%s)" -lt ' + str(until)
+    return (
+        "[Unit]\n"
+        f"Description=rdma-llm training run {run_id} node rank {rank}: rejoin the run after a reboot\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        f"StandardOutput=append:{log}\n"
+        f"StandardError=append:{log}\n"
+        # A boot after the launch's deadline starts nothing: the run has ended, whoever watched it.
+        f"ExecCondition=/bin/sh -c {systemd_quote(before)}\n"
+        f"ExecStartPre=/bin/sh -c {systemd_quote(mark)}\n"
+        f"ExecStart={words}\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
 # Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
     "train_launch_rank_order": rank_order,
@@ -738,4 +797,6 @@ FILTERS = {
     "train_launch_common_checkpoint": common_checkpoint,
     "train_launch_preflight_problems": preflight_problems,
     "train_launch_rdzv_host_problems": rdzv_host_problems,
+    "train_launch_rejoin_unit_text": rejoin_unit_text,
+    "train_launch_rejoin_unit_name": rejoin_unit_name,
 }

@@ -842,27 +842,43 @@ def test_preflight_nodes_feed_preflight_problems() -> None:
     ]
 
 
+GONE = "LoadState=not-found\nActiveState=inactive\nSubState=dead"
+NO_REJOIN = "LoadState=not-found\nActiveState=inactive\nResult=success"
+
+
 @pytest.mark.parametrize(
-    ("systemctl", "saved", "state"),
+    ("systemctl", "saved", "rejoin", "state"),
     [
-        ("LoadState=loaded\nActiveState=active\nSubState=running", None, "running"),
+        ("LoadState=loaded\nActiveState=active\nSubState=running", None, NO_REJOIN, "running"),
         # Released after collection: systemd's record saved beside the logs answers instead.
+        (GONE, "ActiveState=active\nSubState=exited\n", NO_REJOIN, "completed"),
+        (GONE, "ActiveState=failed\nSubState=failed\n", NO_REJOIN, "failed"),
+        (GONE, None, NO_REJOIN, "missing"),
+        # The host restarted: the transient unit went with the boot, the rejoin unit has not run yet ...
+        (GONE, None, "LoadState=loaded\nActiveState=inactive\nResult=success", "rejoining"),
+        (GONE, None, "LoadState=loaded\nActiveState=activating\nResult=success", "rejoining"),
+        # ... or ran and the share is gone all the same (its systemd-run failed, or the deadline had passed).
+        (GONE, None, "LoadState=loaded\nActiveState=failed\nResult=exit-code", "missing"),
+        (GONE, None, "LoadState=loaded\nActiveState=active\nResult=success", "missing"),
+        # The share came back: its unit answers, whatever the rejoin unit says.
         (
-            "LoadState=not-found\nActiveState=inactive\nSubState=dead",
-            "ActiveState=active\nSubState=exited\n",
-            "completed",
+            "LoadState=loaded\nActiveState=active\nSubState=running",
+            None,
+            "LoadState=loaded\nActiveState=active",
+            "running",
         ),
-        ("LoadState=not-found\nActiveState=inactive\nSubState=dead", "ActiveState=failed\nSubState=failed\n", "failed"),
-        ("LoadState=not-found\nActiveState=inactive\nSubState=dead", None, "missing"),
     ],
 )
-def test_poll_script_on_this_machine(tmp_path, systemctl: str, saved: str | None, state: str) -> None:
+def test_poll_script_on_this_machine(tmp_path, systemctl: str, saved: str | None, rejoin: str, state: str) -> None:
     """The watch's poll command run by sh with a stand-in `systemctl` first on PATH: the unit's state (live, or
     from logs/unit.show once the unit was released), rank 0's latest metrics, this launch's worker failures."""
     bin_dir, run = tmp_path / "bin", tmp_path / "run"
     for d in (bin_dir, run / "logs", run / "out"):
         d.mkdir(parents=True)
-    (bin_dir / "systemctl").write_text(f"#!/bin/sh\nprintf '%s\\n' '{systemctl}'\n")
+    (bin_dir / "systemctl").write_text(
+        f"#!/bin/sh\ncase \"$2\" in *-rejoin.service) printf '%s\\n' '{rejoin}';;\n"
+        f"*) printf '%s\\n' '{systemctl}';; esac\n"
+    )
     (bin_dir / "systemctl").chmod(0o755)
     if saved is not None:
         (run / "logs" / "unit.show").write_text(saved)
@@ -929,3 +945,54 @@ def test_job_outcome_survives_node_rank_0_with_a_store_of_its_own() -> None:
 def test_rdzv_host_problems(rdzv_host, scheduler, problems) -> None:
     got = F.rdzv_host_problems(rdzv_host, ["n1", "n2", "head"], scheduler)
     assert len(got) == len(problems) and all(g.startswith(p) for g, p in zip(got, problems, strict=True)), got
+
+
+def test_systemd_quote_keeps_each_word_whole() -> None:
+    assert F.systemd_quote("--setenv=A=b c") == '"--setenv=A=b c"'
+    # A specifier (%), a variable ($), a quote and a backslash reach the process as written.
+    assert F.systemd_quote('50% of $HOME "x" \\y') == '"50%% of $$HOME \\"x\\" \\\\y"'
+    with pytest.raises(RuleError, match="line break"):
+        F.systemd_quote("a\nExecStartPost=/bin/rm -rf /")
+
+
+def test_rejoin_unit_runs_the_same_command_line_at_the_next_boot_until_the_deadline() -> None:
+    argv = ["systemd-run", "--unit=train-r1", "--setenv=NCCL_IB_HCA=mlx5_0", "--", "/v/bin/torchrun", "--nnodes=2"]
+    text = F.rejoin_unit_text(argv, "r1", "1", "/var/lib/rdma-llm/runs/r1/logs/torchrun.log", 1795377600.7)
+    lines = text.splitlines()
+    assert (
+        'ExecStart=systemd-run "--unit=train-r1" "--setenv=NCCL_IB_HCA=mlx5_0" "--" "/v/bin/torchrun" "--nnodes=2"'
+        in lines
+    )
+    # Nothing starts after the launch's deadline; the rejoin is marked in the job's log, which gets its output.
+    assert 'ExecCondition=/bin/sh -c "test \\"$$(date +%%s)\\" -lt 1795377600"' in lines
+    assert any(x.startswith("ExecStartPre=/bin/sh -c") and "(node rank 1)" in x for x in lines), text
+    assert "StandardOutput=append:/var/lib/rdma-llm/runs/r1/logs/torchrun.log" in lines
+    # Started by the boot (enabled), once (oneshot), after the network (torchrun reaches the store over it).
+    assert {"Type=oneshot", "WantedBy=multi-user.target", "After=network-online.target"} <= set(lines)
+    assert F.rejoin_unit_name("train-r1") == "train-r1-rejoin.service"
+    with pytest.raises(RuleError, match="plain executable"):
+        F.rejoin_unit_text(["-/bin/sh", "x"], "r1", 0, "/l", 1)
+
+
+def test_rejoin_unit_condition_runs_in_sh(tmp_path) -> None:
+    """The ExecCondition's command, unescaped as systemd does ($$ -> $, %% -> %), run by sh: true before the
+    deadline, false after it."""
+    for until, rc in ((4102444800, 0), (1000000000, 1)):
+        text = F.rejoin_unit_text(["systemd-run", "x"], "r1", 0, "/l", until)
+        line = next(x for x in text.splitlines() if x.startswith("ExecCondition="))
+        word = line.split(" -c ", 1)[1]
+        cmd = word[1:-1].replace('\\"', '"').replace("$$", "$").replace("%%", "%")
+        assert subprocess.run(["sh", "-c", cmd]).returncode == rc, cmd
+
+
+@pytest.mark.parametrize(
+    ("jobs", "lost"),
+    [
+        # A host coming back after a restart is neither ended nor lost: no min_nodes rule applies to it.
+        ({"n1": {"state": "running"}, "n2": {"state": "rejoining"}}, ([], "no min_nodes")),
+        ({"n1": {"state": "running"}, "n2": {"state": "missing"}}, (["n2"], "no min_nodes")),
+    ],
+)
+def test_a_rejoining_host_has_not_ended(jobs, lost) -> None:
+    assert F._losses(jobs, ["n1", "n2"], 0) == lost
+    assert F.job_outcome(jobs)["outcome"] == ("running" if not lost[0] else "failed")
