@@ -116,24 +116,31 @@ class ActionModule(ActionBase):
         )  # fmt: skip
 
     @staticmethod
-    def _rejoin(job: dict, since: float | None, lost_after: float, args: dict) -> float | None:
-        """A restarted host whose share is not back yet (`rejoining`: its rejoin unit has not run in this boot)
-        is waited for up to lost_after, then it is `missing`. Says when it restarted and when it is back."""
-        host = job["host"]
+    def _rejoin(job: dict, seen: dict, lost_after: float, args: dict) -> None:
+        """A restarted host: while its share is not back (`rejoining`: its rejoin unit has not run in this boot) it
+        is waited for up to lost_after, then it is `missing`; once back (the transient unit started again: only a
+        rejoin unit starts it twice in one launch) it is said, and listed in the job's `rejoined`. `seen` carries
+        the unit's last start and when the host was first found rejoining from poll to poll."""
+        host, unit = job["host"], job["unit"]
         if job["state"] == "rejoining":
-            if since is None:
-                since = time.time()
+            if "since" not in seen:
+                seen["since"] = time.time()
                 display.display(f"{host}: restarted; waiting for its share of the run to rejoin ({args['unit']})")
-            elif time.time() - since > lost_after:
+            elif time.time() - seen["since"] > lost_after:
                 job.update(
                     state="missing",
                     why=f"restarted, and its share did not come back within {lost_after:.0f} s (the rejoin unit "
-                    f"{filters.rejoin_unit_name(args['unit'])}: {job['unit'].get('RejoinActiveState', '?')})",
+                    f"{filters.rejoin_unit_name(args['unit'])}: {unit.get('RejoinActiveState', '?')})",
                 )
-            return since
-        if since is not None and job["state"] == "running":
-            display.display(f"{host}: its share of the run is back after a restart (rejoined)")
-        return None
+            return
+        seen.pop("since", None)
+        started = unit.get("ExecMainStartTimestamp") or ""
+        if args.get("engine", "systemd") != "systemd" or job["state"] != "running" or started in ("", "n/a"):
+            return
+        if seen.get("started") and started != seen["started"]:
+            job.setdefault("rejoined", []).append(filters.systemd_time(started))
+            display.display(f"{host}: restarted, and its share of the run rejoined (started again {started})")
+        seen["started"] = started
 
     @staticmethod
     def _read(path: str) -> dict | None:
@@ -174,7 +181,7 @@ class ActionModule(ActionBase):
         # Seconds the Slurm job waited in the queue: they do not count against the deadline.
         pending_s, pending_since = 0.0, None
         hang_state: dict = {}
-        rejoin_since = None  # when this host was first seen restarted with its share not back yet
+        rejoin: dict = {}  # the unit's last start; when this host was first seen restarted (_rejoin)
         while True:
             polls += 1
             lost = ""
@@ -184,7 +191,7 @@ class ActionModule(ActionBase):
                 last_contact = time.time()
                 job["unit"] = props
                 job["state"] = filters.unit_state(props)
-                rejoin_since = self._rejoin(job, rejoin_since, lost_after, args)
+                self._rejoin(job, rejoin, lost_after, args)
                 if link and link not in ("up", "unknown"):
                     if job["link_down_at"] is None:
                         job["link_down_at"] = time.time()

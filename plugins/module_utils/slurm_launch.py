@@ -20,6 +20,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
@@ -568,6 +569,44 @@ def _wait_end(run: Runner, job_id: str, seconds: float, sleep: Callable[[float],
             return state
         sleep(1)
     return state
+
+
+SACCT_FORMAT = "JobID,JobName,State,ExitCode,Start,End,Elapsed,NNodes,NodeList"
+
+
+def accounting(run: Runner, job_id: str, job_state: str, wait: float = 10, sleep: Callable | None = None) -> str:
+    """sacct's lines for the job and its steps ("" where Slurm keeps no accounting: sacct fails). slurmdbd learns
+    a job's end after slurmctld: for a job that has ended (`job_state`, slurmctld's word, "" once it forgot it) the
+    database is read again once a second, up to `wait` seconds, until its line no longer says the job runs; a job
+    still active is read once."""
+    sleep = sleep or time.sleep
+    tries = 1 if job_state in ACTIVE else max(int(wait), 1)
+    out = ""
+    for left in range(tries, 0, -1):
+        rc, out, _ = run(["sacct", "--jobs", str(job_id), "--parsable2", f"--format={SACCT_FORMAT}"])
+        if rc != 0:
+            return ""
+        job_line = (out.splitlines()[1:2] or [""])[0].split("|")
+        if left == 1 or len(job_line) < 3 or job_line[2] not in ("RUNNING", "PENDING", "COMPLETING"):
+            break
+        sleep(1)
+    return out
+
+
+def record(run: Runner, job_id: str, logs: str, wait: float = 10, sleep: Callable | None = None) -> dict[str, Any]:
+    """Slurm's records of the job beside a node's logs, which train_status.yml reads once Slurm forgot the job
+    (MinJobAge after it ended): `slurm-job-<id>.show` (scontrol's record) and, where accounting keeps jobs,
+    `slurm-job-<id>.sacct` (`accounting`). Returns which were written."""
+    _, shown, _ = run(["scontrol", "show", "job", str(job_id), "--oneliner"])
+    job = parse_job(shown)
+    out = {"saved": False, "accounted": False}
+    if job:
+        Path(logs, f"slurm-job-{job_id}.show").write_text(shown.strip() + "\n")
+        out["saved"] = True
+    if lines := accounting(run, job_id, job.get("JobState", ""), wait, sleep):
+        Path(logs, f"slurm-job-{job_id}.sacct").write_text(lines.strip() + "\n")
+        out["accounted"] = True
+    return out
 
 
 def queue(run: Runner, name: str) -> list[dict[str, str]]:

@@ -166,25 +166,48 @@ def log_time(month_day: str | None, hms: str | None, near: float | None) -> floa
 PAYLOAD_ERROR = re.compile(r"^(?:\[rank\d+\]:\s*)?error: (?P<error>.+)$", re.M)
 
 
+# torchrun's agent itself stopped by a signal (its host shutting down, its unit stopped): "W1127 18:01:50.663000
+# 5381 torch/.../api.py:753] Received 15 death signal, shutting down workers"; its workers' peers then fail.
+AGENT_SIGNAL = re.compile(
+    r"^[DIWEF](?P<md>\d{4}) (?P<hms>\d{2}:\d{2}:\d{2}(?:\.\d+)?) +(?P<pid>\d+) .*?\] "
+    r"Received (?P<sig>\d+) death signal, shutting down workers",
+    re.M,
+)
+# What a rejoin unit writes into the job's log at the boot that starts the share again (rejoin_unit_text).
+REJOINED = re.compile(r"^=== rejoin after a reboot at (?P<at>\S+) \(node rank \d+\) ===$", re.M)
+
+
 def worker_failures(text: str, near: float | None = None) -> list[dict[str, Any]]:
     """The worker failures torchrun logged, in order: local rank, pid, exit code, text, the log time as an
     epoch when the line carries it (`near`: any epoch of the same run, to supply the year), and `error`, the
-    payload's own error line logged before it, if any."""
+    payload's own error line logged before it, if any. An agent stopped by a signal counts as its host's
+    failure (local rank None, the agent's pid, the signal as a negative code), said as a restart of the host where
+    a rejoin unit started the share again after it."""
     errors = [(m.start(), m["error"].strip()) for m in PAYLOAD_ERROR.finditer(text)]
-    out, seen = [], 0
+    rejoins = [(m.start(), m["at"]) for m in REJOINED.finditer(text)]
+    found = []
     for m in WORKER_FAILED.finditer(text):
-        before = [e for at, e in errors if seen <= at < m.start()]
-        seen = m.end()
-        out.append(
-            {
-                "local_rank": int(m["rank"]),
-                "pid": int(m["pid"]),
-                "code": int(m["code"]),
-                "text": f"local rank {m['rank']} {exit_text(int(m['code']))}",
-                "time": log_time(m["md"], m["hms"], near),
-                "error": before[-1] if before else None,
-            }
-        )
+        found.append((m.start(), m.end(), m, None))
+    for m in AGENT_SIGNAL.finditer(text):
+        found.append((m.start(), m.end(), m, int(m["sig"])))
+    out, seen = [], 0
+    for start, end, m, sig in sorted(found, key=lambda f: f[0]):
+        before = [e for at, e in errors if seen <= at < start]
+        seen = end
+        if sig is None:
+            failure = {"local_rank": int(m["rank"]), "pid": int(m["pid"]), "code": int(m["code"])}
+            failure["text"] = f"local rank {m['rank']} {exit_text(int(m['code']))}"
+        else:
+            rejoined = next((at for pos, at in rejoins if pos > start), None)
+            name = signal.Signals(sig).name if sig in set(signal.Signals) else f"signal {sig}"
+            failure = {"local_rank": None, "pid": int(m["pid"]), "code": -sig}
+            failure["text"] = (
+                f"restarted: torchrun got {name} as the host went down, and rejoined at its boot ({rejoined})"
+                if rejoined
+                else f"torchrun got {name} (its host shutting down, or its unit stopped)"
+            )
+            before = []
+        out.append(failure | {"time": log_time(m["md"], m["hms"], near), "error": before[-1] if before else None})
     return out
 
 

@@ -15,12 +15,16 @@ description:
   - C(cancel) stops job O(job_id) as the systemd engine stops its units - C(scancel --signal=TERM) (the step hands
     it to torchrun, the payload checkpoints), after O(grace) seconds C(scancel) (Slurm's SIGTERM, then SIGKILL after
     KillWait) - and waits for the job to end. A pending job is cancelled at once; an ended one is left alone.
+  - C(record) writes Slurm's records of job O(job_id) into the directory O(dest) - C(slurm-job-<id>.show)
+    (C(scontrol show job)) and, where accounting keeps jobs, C(slurm-job-<id>.sacct) (C(sacct --parsable2), the job
+    and its steps; for an ended job read again up to O(wait) seconds until slurmdbd shows its end) - for
+    train_status.yml once Slurm forgot the job. Writes only those two files.
 options:
   action:
     description: What to do.
     type: str
     required: true
-    choices: [survey, submit, show, cancel]
+    choices: [survey, submit, show, cancel, record]
   name:
     description: The job name (C(train-<run_id>)) for C(survey).
     type: str
@@ -29,8 +33,15 @@ options:
     description: The batch script on this host for C(submit).
     type: path
   job_id:
-    description: The job for C(show) and C(cancel).
+    description: The job for C(show), C(cancel) and C(record).
     type: str
+  dest:
+    description: The directory C(record) writes into (the run's logs directory).
+    type: path
+  wait:
+    description: Seconds C(record) waits for slurmdbd to show the end of an ended job.
+    type: int
+    default: 10
   grace:
     description: Seconds between the first SIGTERM and C(scancel).
     type: int
@@ -80,6 +91,14 @@ steps:
   description: What C(cancel) did, in order.
   type: list
   returned: when action is cancel
+saved:
+  description: C(slurm-job-<id>.show) was written (Slurm still held the job).
+  type: bool
+  returned: when action is record
+accounted:
+  description: C(slurm-job-<id>.sacct) was written (accounting keeps the job).
+  type: bool
+  returned: when action is record
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -90,17 +109,20 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import Rul
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "action": {"type": "str", "required": True, "choices": ["survey", "submit", "show", "cancel"]},
+            "action": {"type": "str", "required": True, "choices": ["survey", "submit", "show", "cancel", "record"]},
             "name": {"type": "str", "default": ""},
             "script": {"type": "path"},
             "job_id": {"type": "str"},
             "grace": {"type": "int", "default": 30},
             "kill_wait": {"type": "int", "default": 60},
+            "dest": {"type": "path"},
+            "wait": {"type": "int", "default": 10},
         },
         required_if=[
             ("action", "submit", ["script"]),
             ("action", "show", ["job_id"]),
             ("action", "cancel", ["job_id"]),
+            ("action", "record", ["job_id", "dest"]),
         ],
         supports_check_mode=True,
     )
@@ -115,9 +137,13 @@ def main() -> None:
         if p["action"] == "show":
             module.exit_json(changed=False, job=S.show_job(run, p["job_id"]))
         if module.check_mode:
+            # record too: a dry run writes no file.
             module.exit_json(changed=True, msg=f"check mode: {p['action']} not run")
         if p["action"] == "submit":
             module.exit_json(changed=True, **S.submit(run, p["script"]))
+        if p["action"] == "record":
+            # Bookkeeping beside the logs, not a change to the host's state.
+            module.exit_json(changed=False, **S.record(run, p["job_id"], p["dest"], p["wait"]))
         module.exit_json(**S.cancel(run, p["job_id"], p["grace"], p["kill_wait"]))
     except RuleError as e:
         module.fail_json(msg=str(e))

@@ -537,3 +537,50 @@ def test_submit_returns_the_job_id_or_sbatchs_own_words() -> None:
     refusal = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
     with pytest.raises(RuleError, match="sbatch refused the job: " + refusal):
         S.submit(lambda argv: (1, "", refusal + "\n"), "/r/b.sh")
+
+
+class FakeAccounting:
+    """scontrol and sacct on the submit host: scontrol answers one recorded record, sacct a script of recorded
+    outputs (the last one repeats); rc 1 for sacct where `sacct_rc` says so (accounting off)."""
+
+    def __init__(self, job: str, sacct: list[str], sacct_rc: int = 0):
+        self.job, self.sacct, self.sacct_rc, self.calls = job, list(sacct), sacct_rc, []
+
+    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
+        self.calls.append(argv[0])
+        if argv[0] == "scontrol":
+            return 0, fixture(f"scontrol_show_job_{self.job}.txt"), ""
+        if self.sacct_rc:
+            return self.sacct_rc, "", "sacct: error: Problem talking to the database: Connection refused\n"
+        name = self.sacct.pop(0) if len(self.sacct) > 1 else self.sacct[0]
+        return 0, fixture(f"sacct_{name}.txt"), ""
+
+
+def test_accounting_of_an_ended_job_waits_until_slurmdbd_shows_its_end() -> None:
+    run, slept = FakeAccounting("completed", ["running", "running", "completed"]), []
+    got = S.accounting(run, "7", "COMPLETED", wait=10, sleep=slept.append)
+    assert got == fixture("sacct_completed.txt") and len(slept) == 2
+    assert got.splitlines()[1].split("|")[2] == "COMPLETED"
+
+
+def test_accounting_reads_an_active_job_once_and_gives_up_waiting_after_wait() -> None:
+    run, slept = FakeAccounting("running", ["running"]), []
+    assert S.accounting(run, "7", "RUNNING", wait=10, sleep=slept.append) == fixture("sacct_running.txt")
+    assert slept == [] and run.calls == ["sacct"]
+    run = FakeAccounting("completed", ["running"])
+    assert S.accounting(run, "7", "COMPLETED", wait=3, sleep=slept.append) == fixture("sacct_running.txt")
+    assert len(slept) == 2 and run.calls == ["sacct"] * 3
+
+
+def test_accounting_is_empty_where_slurm_keeps_none() -> None:
+    assert S.accounting(FakeAccounting("completed", ["completed"], sacct_rc=1), "7", "", sleep=lambda s: None) == ""
+
+
+def test_record_writes_the_job_and_its_accounting_beside_the_logs(tmp_path) -> None:
+    got = S.record(FakeAccounting("completed", ["completed"]), "7", str(tmp_path), sleep=lambda s: None)
+    assert got == {"saved": True, "accounted": True}
+    assert (tmp_path / "slurm-job-7.show").read_text().startswith("JobId=7 ")
+    assert (tmp_path / "slurm-job-7.sacct").read_text() == fixture("sacct_completed.txt").strip() + "\n"
+    # Slurm forgot the job (MinJobAge) and keeps no accounting: nothing to write.
+    forgot = FakeAccounting("invalid", ["completed"], sacct_rc=1)
+    assert S.record(forgot, "7", str(tmp_path / "none"), sleep=lambda s: None) == {"saved": False, "accounted": False}

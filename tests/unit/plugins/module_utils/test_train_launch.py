@@ -996,3 +996,33 @@ def test_rejoin_unit_condition_runs_in_sh(tmp_path) -> None:
 def test_a_rejoining_host_has_not_ended(jobs, lost) -> None:
     assert F._losses(jobs, ["n1", "n2"], 0) == lost
     assert F.job_outcome(jobs)["outcome"] == ("running" if not lost[0] else "failed")
+
+
+def test_a_rebooted_host_is_the_cause_of_the_restart_not_the_survivor() -> None:
+    """Recorded in the lab (tests/test_lab_4_faults.py, lab-node2's container stopped and started mid-run with
+    max_restarts=1; tests/fixtures/train_launch/README.md): the rebooted host's torchrun logged its death signal,
+    the rejoin unit its boot; the survivor's worker exited 143 (the payload's stop on the peer's SIGTERM) 1.5 s
+    later."""
+    logs = ROOT / "tests" / "fixtures" / "train_launch"
+    near = 1795802482.0
+    rebooted = F.worker_failures((logs / "torchrun_rebooted_node.log").read_text(), near)
+    assert rebooted == [
+        {
+            "local_rank": None,
+            "pid": 5381,
+            "code": -15,
+            "text": "restarted: torchrun got SIGTERM as the host went down, and rejoined at its boot "
+            "(2026-11-27T18:01:53Z)",
+            "time": pytest.approx(1795802510.663),
+            "error": None,
+        }
+    ]
+    survivor = F.worker_failures((logs / "torchrun_survivor.log").read_text(), near)
+    assert [(f["local_rank"], f["code"], f["text"]) for f in survivor] == [(0, 143, "local rank 0 exit code 143")]
+    both = [{**rebooted[0], "host": "lab-node2"}, {**survivor[0], "host": "lab-node1"}]
+    assert F.first_failure(both[::-1])["host"] == "lab-node2"
+    # Without the rejoin line (a unit stopped by hand, a host that did not come back): the signal alone.
+    text = (logs / "torchrun_rebooted_node.log").read_text().replace("=== rejoin", "=== something else")
+    assert (
+        F.worker_failures(text, near)[0]["text"] == "torchrun got SIGTERM (its host shutting down, or its unit stopped)"
+    )
