@@ -26,7 +26,7 @@ FAULTS = {
     "fault-elastic0-": "node rank 0 stopped for good, min_nodes=1",
     "fault-elastic-": "node stopped for good, min_nodes=1: the survivor goes on",
     "fault-node-": "node stopped (podman stop), then resume",
-    "fault-reboot-": "node restarted mid-run (podman restart): rejoins at its boot (max_restarts=1)",
+    "fault-reboot-": "node restarted mid-run (podman stop, start): rejoins at its boot (max_restarts=1)",
     "fault-disk-": "checkpoint disk full, then resume",
     "fault-link-": "fabric link down 20 s",
     "e2e-kill-": "rank killed (SIGKILL), then resume",
