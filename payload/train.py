@@ -62,6 +62,7 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
 from payload import ckpt_verify as V  # noqa: E402
 from payload import commands as C  # noqa: E402
 from payload import data as D  # noqa: E402
+from payload import flight as F  # noqa: E402
 from payload import gate as G  # noqa: E402
 from payload import shards as S  # noqa: E402
 from payload.config import (  # noqa: E402
@@ -198,6 +199,7 @@ def init_distributed(cfg: TrainConfig) -> Dist:
         deepspeed.init_distributed(dist_backend=backend, timeout=timeout, verbose=False)
     else:
         dist.init_process_group(backend, timeout=timeout, device_id=device if cuda else None)
+    F.start(rank)  # the flight recorder on the launch's request (payload/flight.py)
     return Dist(rank, local_rank, world, local_world, device, backend)
 
 

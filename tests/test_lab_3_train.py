@@ -289,6 +289,12 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
     assert failed_manifest["first_failed_host"] == victim, failed_manifest["message"]
     hung = failed_manifest["hang"]
     assert hung["culprits"] == [1] and hung["culprit_hosts"] == [victim] and hung["waiting"] == [0], hung
+    # The flight recorders agree: rank 0 waits in a collective rank 1 never issued; rank 1, stopped, wrote none.
+    fr = hung["flight"]
+    assert fr["waiting"] == [0] and fr["silent"] == [1] and fr["op"].startswith("gloo:"), fr
+    assert f"(flight recorder: 1 rank in collective #{fr['seq']} {fr['op']} of " in flat, out[-4000:]
+    rank0_host = next(h for h in hosts if h != victim)
+    assert json.loads((ARTIFACTS / run_id / rank0_host / "logs" / "fr-rank0.json").read_text())["trace"]["entries"]
     # Each host kept its ranks' whole dump beside their logs: the stopped rank read without pausing it.
     dump = json.loads((ARTIFACTS / run_id / victim / "logs" / f"hang-{failed_manifest['launch_id']}.json").read_text())
     (rank1,) = dump["records"]

@@ -109,6 +109,89 @@ def dump_rank(
     return record
 
 
+FLIGHT_REQUEST = ".fr-request"
+
+
+def request_flight(logs: str, stamp: str) -> None:
+    """Ask every rank of this host for its flight recorder (payload/flight.py reads the file's new content)."""
+    path = Path(logs, FLIGHT_REQUEST)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(stamp + "\n")
+    tmp.replace(path)
+
+
+def read_flight(
+    logs: str,
+    ranks: Iterable[int],
+    stamp: str,
+    wait: float = 5,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> dict[int, dict[str, Any] | None]:
+    """rank -> flight_summary of the dump it wrote for `stamp` (`logs`/fr-rank<rank>.json), None for a rank that
+    wrote none within `wait` seconds (stopped, blocked with the GIL held, or the recorder off)."""
+    import time
+
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
+    out: dict[int, dict[str, Any] | None] = dict.fromkeys(ranks)
+    end = clock() + wait
+    while True:
+        for rank in [r for r, v in out.items() if v is None]:
+            try:
+                dump = json.loads(Path(logs, f"fr-rank{rank}.json").read_text())
+            except (OSError, ValueError):
+                continue
+            if dump.get("request") == stamp:
+                out[rank] = flight_summary(dump.get("trace") or {})
+        if all(v is not None for v in out.values()) or clock() >= end:
+            return out
+        sleep(0.2)
+
+
+def flight_summary(trace: Mapping[str, Any]) -> dict[str, Any]:
+    """One rank's flight recorder (torch's JSON dump) per process group: the newest collective it issued (`last`,
+    `op`: its sequence number and name) and the oldest not finished (`pending`, `pending_op`; None when all
+    finished). Point-to-point entries are left out (their own sequence)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for entry in trace.get("entries") or []:
+        if entry.get("is_p2p"):
+            continue
+        pg = (entry.get("process_group") or [str(entry.get("pg_id", "?"))])[-1]
+        group = groups.setdefault(pg, {"last": 0, "op": None, "pending": None, "pending_op": None})
+        seq = int(entry.get("collective_seq_id") or 0)
+        if seq >= group["last"]:
+            group.update(last=seq, op=entry.get("profiling_name"))
+        finished = entry.get("retired") or entry.get("state") == "completed"
+        if not finished and (group["pending"] is None or seq < group["pending"]):
+            group.update(pending=seq, pending_op=entry.get("profiling_name"))
+    return groups
+
+
+def flight_verdict(ranks: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the ranks' flight recorders (`classify`'s `flight`) say: the collective the waiting ranks are in (the
+    newest pending one over every rank and group), the ranks that have not issued it yet (`behind`: their last
+    collective in that group is older) and the ranks without a dump (`silent`). None without any dump or with
+    nothing pending."""
+    dumped = [r for r in ranks if r.get("flight") is not None]
+    pending = [(g["pending"], pg, g["pending_op"]) for r in dumped for pg, g in r["flight"].items()
+               if g.get("pending") is not None]  # fmt: skip
+    if not pending:
+        return None
+    seq, pg, op = max(pending)
+    waiting = [r["rank"] for r in dumped if (r["flight"].get(pg) or {}).get("pending") == seq]
+    behind = {r["rank"]: (r["flight"].get(pg) or {}).get("last", 0) for r in dumped
+              if (r["flight"].get(pg) or {}).get("last", 0) < seq}  # fmt: skip
+    silent = [r["rank"] for r in ranks if r.get("flight") is None]
+    text = f"flight recorder: {plural(len(waiting))} in collective #{seq} {op} of {pg}"
+    if behind:
+        text += ", " + ", ".join(f"rank {r} only at #{last}" for r, last in sorted(behind.items()))
+    if silent:
+        text += f", no dump from rank {', '.join(str(r) for r in silent)}"
+    return {"group": pg, "seq": seq, "op": op, "waiting": waiting, "behind": sorted(behind), "silent": silent,
+            "message": text}  # fmt: skip
+
+
 def first_error(stderr: str) -> str:
     """py-spy's error and its causes on one line, without the backtrace it prints after them."""
     text = stderr.split("\nStack backtrace:", 1)[0]
@@ -157,6 +240,7 @@ def classify(record: Mapping[str, Any], host: str = "") -> dict[str, Any]:
     (running, or idle outside a collective, with native frames to tell) or `unknown` (Python frames only and not in
     a collective: the wait may be inside a C++ call such as DDP's backward)."""
     out: dict[str, Any] = {"rank": record["rank"], "host": host, "pid": record.get("pid"), "state": record.get("state")}
+    out["flight"] = record.get("flight")  # read_flight's summary, where the rank dumped its flight recorder
     thread = main_thread(record)
     frames = (thread or {}).get("frames") or []
     # The innermost Python frame (py-spy gives native frames line 0): what a reader recognises.
@@ -186,6 +270,13 @@ def attribute(ranks: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The ranks the others waited for, from every rank's `classify`: those stopped, blocked, gone or busy while
     the others wait in a collective. A message for the play and the report."""
     ranks = sorted(ranks, key=lambda r: r["rank"])
+    flight = flight_verdict(ranks)
+    if flight:
+        # A rank whose stacks could not tell, but whose last collective is older than the one the others wait in,
+        # is behind them.
+        for r in ranks:
+            if r["status"] == "unknown" and r["rank"] in flight["behind"]:
+                r.update(status="busy", why=f"behind: not yet in collective #{flight['seq']} ({flight['op']})")
     waiting = [r for r in ranks if r["status"] == "waiting"]
     culprits = [r for r in ranks if r["status"] in ("stopped", "blocked", "gone", "busy")]
     unknown = [r for r in ranks if r["status"] == "unknown"]
@@ -208,6 +299,8 @@ def attribute(ranks: list[Mapping[str, Any]]) -> dict[str, Any]:
         )
     else:
         message = "no rank stands out: " + "; ".join(f"{who(r)} {r['why']}" for r in ranks)
+    if flight:
+        message += f" ({flight['message']})"
     return {
         "culprits": [r["rank"] for r in culprits],
         "culprit_hosts": sorted({r["host"] for r in culprits if r.get("host")}),
@@ -215,6 +308,7 @@ def attribute(ranks: list[Mapping[str, Any]]) -> dict[str, Any]:
         "unknown": [r["rank"] for r in unknown],
         "ranks": ranks,
         "message": message,
+        "flight": flight,
     }
 
 
@@ -243,6 +337,8 @@ def verdict(jobs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
             + (f" in {sample['collective']}" if sample else "")
             + f" for {', '.join(unread)}, whose ranks could not be read"
         )
+        if out.get("flight"):
+            out["message"] += f" ({out['flight']['message']})"
     elif unread:
         out["message"] += f"; not read: {', '.join(unread)}"
     out["at"] = min(stall["at"] for stall in dumped.values())

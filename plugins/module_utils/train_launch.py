@@ -81,6 +81,7 @@ def nccl_env(
     allow_tcp: bool = False,
     host: str = "",
     log_dir: str = "",
+    flight: Any = 0,
 ) -> dict[str, str]:
     """Environment of the job on one host.
 
@@ -88,7 +89,10 @@ def nccl_env(
     GID carrying the fabric address means NCCL would silently fall back to TCP (or pick a wrong GID): that fails
     unless the user opts into TCP. `qos_env` is the host's QoS fact (ansible_local.rdma_qos.nccl_env,
     NCCL_IB_TC ...). On GPUs NCCL writes its account of the transport it chose to `log_dir`/nccl.<host>.<pid>.log
-    (INIT and NET lines, and its warnings) for the run report."""
+    (INIT and NET lines, and its warnings) for the run report. `flight` entries (0: off) turn on PyTorch's flight
+    recorder for every process group: each rank dumps it to `log_dir`/fr-rank<rank>.json when the watch touches
+    `log_dir`/.fr-request (payload/flight.py), and NCCL's watchdog by itself at a collective's timeout
+    (`log_dir`/nccl_trace_rank_<rank>, torch's pickle)."""
     env = {
         "GLOO_SOCKET_IFNAME": fabric_if,
         # Reliable restarts of the c10d rendezvous (the shared TCP store broke 2 of 5 restarts in the lab).
@@ -111,6 +115,15 @@ def nccl_env(
         env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
     elif log_dir:  # to a file: the job's own log stays readable
         env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=f"{log_dir}/nccl.%h.%p.log")
+    entries = int(flight or 0)
+    if entries < 0:
+        raise RuleError(f"train_launch_flight_recorder={flight} must be 0 (off) or a number of entries")
+    if entries and log_dir:
+        # torch reads TORCH_FR_BUFFER_SIZE for every backend (2.6+), the NCCL name before it.
+        env.update(TORCH_FR_BUFFER_SIZE=str(entries), TORCH_NCCL_TRACE_BUFFER_SIZE=str(entries))
+        env["RDMA_LLM_FR_REQUEST"] = f"{log_dir}/.fr-request"
+        if int(gpus):
+            env.update(TORCH_NCCL_DUMP_ON_TIMEOUT="1", TORCH_NCCL_DEBUG_INFO_TEMP_FILE=f"{log_dir}/nccl_trace_rank_")
     return env
 
 

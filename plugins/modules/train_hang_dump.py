@@ -14,6 +14,10 @@ description:
     where it is stopped or in uninterruptible sleep.
   - Writes them to O(run_dir)C(/logs/hang-<launch_id>.json), which the launch collects with the job's logs.
   - Reading pauses each rank for a moment (py-spy's own pause); a job that was only slow goes on.
+  - Asks each rank for PyTorch's flight recorder too (writes O(run_dir)C(/logs/.fr-request); the payload's thread
+    answers with C(logs/fr-rank<rank>.json)) and adds each rank's summary (per process group, the newest collective
+    issued and the oldest not finished) to its record, or none for a rank that wrote nothing in O(flight_wait)
+    seconds.
 options:
   run_dir:
     description: The run's directory on this host (C(out/) and C(logs/) under it).
@@ -27,6 +31,10 @@ options:
     description: The py-spy executable (the training venv's).
     type: path
     required: true
+  flight_wait:
+    description: Seconds to wait for the ranks' flight recorder dumps; 0 asks for none.
+    type: float
+    default: 5
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
@@ -40,7 +48,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: One per local rank - C(rank), C(pid), C(state), C(native), C(threads) (py-spy's JSON), C(error).
+  description: One per local rank - C(rank), C(pid), C(state), C(native), C(threads) (py-spy's JSON), C(error),
+    C(flight) (the flight recorder's summary, or null).
   type: list
   returned: always
 path:
@@ -52,6 +61,7 @@ path:
 import json
 import os
 import socket
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
@@ -63,6 +73,7 @@ def main() -> None:
             "run_dir": {"type": "path", "required": True},
             "launch_id": {"type": "str", "required": True},
             "spy": {"type": "path", "required": True},
+            "flight_wait": {"type": "float", "default": 5},
         },
         supports_check_mode=True,
     )
@@ -76,7 +87,16 @@ def main() -> None:
     def run(argv: list[str]) -> tuple[int, str, str]:
         return module.run_command(argv)
 
+    logs = os.path.join(p["run_dir"], "logs")
+    stamp = f"{p['launch_id']}-{time.time():.3f}"
+    if p["flight_wait"] > 0 and not module.check_mode:
+        # Asked first: each rank's recorder is written while py-spy reads the stacks.
+        hang.request_flight(logs, stamp)
     records = [hang.dump_rank(pid, rank, p["spy"], run) for rank, pid in ranks.items()]
+    if p["flight_wait"] > 0 and not module.check_mode:
+        flights = hang.read_flight(logs, ranks, stamp, p["flight_wait"])
+        for record in records:
+            record["flight"] = flights.get(record["rank"])
     path = os.path.join(p["run_dir"], "logs", f"hang-{p['launch_id']}.json")
     if not module.check_mode:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -274,3 +274,54 @@ def test_the_report_of_a_hung_run_shows_every_rank(tmp_path: Path) -> None:
     )
     assert "| 0 | lab-node1 | S | waiting in c10d::Work::wait | Trainer._all_reduce (payload/train.py:456) |" in md
     assert json.loads((tmp_path / "report.json").read_text())["hang"]["culprit_hosts"] == ["lab-node2"]
+
+
+def flight(name: str) -> dict:
+    return hang.flight_summary(json.loads((FIXTURES / name).read_text()))
+
+
+def test_flight_summary_reads_the_newest_and_the_pending_collective_per_group() -> None:
+    gloo = "gloo:all_reduce"
+    assert flight("fr_gloo_rank0_waiting.json") == {
+        "default_pg": {"last": 4, "op": gloo, "pending": 4, "pending_op": gloo}
+    }
+    assert flight("fr_gloo_rank1_behind.json") == {
+        "default_pg": {"last": 3, "op": gloo, "pending": None, "pending_op": None}
+    }
+
+
+def test_the_flight_recorder_names_the_rank_behind_when_its_stacks_cannot() -> None:
+    wait = "c10d::ProcessGroupGloo::runLoop"
+    waiting = {"rank": 0, "host": "n1", "status": "waiting", "why": f"waiting in {wait}", "collective": wait,
+               "where": None, "flight": flight("fr_gloo_rank0_waiting.json")}  # fmt: skip
+    unknown = {"rank": 1, "host": "n2", "status": "unknown", "why": "Python frames only, not in a collective",
+               "where": None, "flight": flight("fr_gloo_rank1_behind.json")}  # fmt: skip
+    out = hang.attribute([waiting, dict(unknown)])
+    assert out["culprits"] == [1] and out["culprit_hosts"] == ["n2"], out
+    assert out["message"].startswith("rank 1 (n2) behind: not yet in collective #4 (gloo:all_reduce)"), out["message"]
+    assert out["message"].endswith(
+        "(flight recorder: 1 rank in collective #4 gloo:all_reduce of default_pg, rank 1 only at #3)"
+    ), out["message"]
+    # Stopped, it writes no dump: its state names it, the recorder says the others wait in #4.
+    stopped = {**unknown, "status": "stopped", "why": "stopped (SIGSTOP or job control)", "flight": None}
+    out = hang.attribute([waiting, stopped])
+    assert out["culprits"] == [1] and "no dump from rank 1" in out["message"], out["message"]
+    # Nothing pending anywhere: the recorder has nothing to add.
+    done = {
+        **waiting,
+        "status": "busy",
+        "why": "running outside any collective",
+        "flight": flight("fr_gloo_rank1_behind.json"),
+    }
+    assert hang.flight_verdict([done]) is None
+
+
+def test_read_flight_takes_the_dumps_of_this_request_only(tmp_path: Path) -> None:
+    trace = json.loads((FIXTURES / "fr_gloo_rank1_behind.json").read_text())
+    (tmp_path / "fr-rank0.json").write_text(json.dumps({"request": "old", "trace": trace}))
+    (tmp_path / "fr-rank1.json").write_text(json.dumps({"request": "L1-2", "trace": trace}))
+    hang.request_flight(str(tmp_path), "L1-2")
+    assert (tmp_path / ".fr-request").read_text() == "L1-2\n"
+    clock = iter(range(100))
+    got = hang.read_flight(str(tmp_path), [0, 1], "L1-2", wait=3, sleep=lambda s: None, clock=lambda: next(clock))
+    assert got[0] is None and got[1]["default_pg"]["last"] == 3, got

@@ -132,6 +132,21 @@ def test_nccl_logs_its_transport_to_the_run_on_gpus_only() -> None:
     assert "NCCL_DEBUG" not in F.nccl_env("rdma0", NO_RDMA, 2, 0, None, False, "n1", "/runs/r1/logs")
 
 
+def test_flight_recorder_on_every_backend_and_nccls_own_dump_on_gpus() -> None:
+    gpu = F.nccl_env("rdma0", ROCE, 2, 8, QOS, False, "n1", "/runs/r1/logs", 2000)
+    assert (gpu["TORCH_FR_BUFFER_SIZE"], gpu["TORCH_NCCL_TRACE_BUFFER_SIZE"]) == ("2000", "2000")
+    assert gpu["RDMA_LLM_FR_REQUEST"] == "/runs/r1/logs/.fr-request"  # payload/flight.py dumps on it
+    assert (gpu["TORCH_NCCL_DUMP_ON_TIMEOUT"], gpu["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]) == (
+        "1", "/runs/r1/logs/nccl_trace_rank_",
+    )  # fmt: skip
+    cpu = F.nccl_env("rdma0", NO_RDMA, 2, 0, None, False, "n1", "/runs/r1/logs", 2000)
+    assert cpu["TORCH_FR_BUFFER_SIZE"] == "2000" and "TORCH_NCCL_DUMP_ON_TIMEOUT" not in cpu
+    off = F.nccl_env("rdma0", ROCE, 2, 8, QOS, False, "n1", "/runs/r1/logs", 0)
+    assert not [k for k in off if k.startswith("TORCH_FR") or "TRACE" in k or k == "RDMA_LLM_FR_REQUEST"], off
+    with pytest.raises(RuleError, match="train_launch_flight_recorder=-1"):
+        F.nccl_env("rdma0", ROCE, 2, 8, QOS, False, "n1", "/runs/r1/logs", -1)
+
+
 def test_rdma_device_without_matching_gid_fails_unless_tcp_allowed() -> None:
     with pytest.raises(RuleError, match=r"n1: none carries 10\.0\.0\.1; NCCL would fall back to TCP"):
         F.nccl_env("rdma0", NO_GID, 1, 8, None, False, "n1")
