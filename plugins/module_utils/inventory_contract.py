@@ -110,12 +110,20 @@ def integer(lo: int | None = None, hi: int | None = None, even: bool = False) ->
     return check
 
 
+TRUE_WORDS, FALSE_WORDS = ("true", "yes"), ("false", "no")
+
+
 def boolean() -> Check:
     def check(value: Any) -> str | None:
-        ok = isinstance(value, bool) or str(value).lower() in ("true", "false", "yes", "no")
+        ok = isinstance(value, bool) or str(value).lower() in TRUE_WORDS + FALSE_WORDS
         return None if ok else f"must be true or false (got {value!r})"
 
     return check
+
+
+def is_true(value: Any) -> bool:
+    """A flag as boolean() accepts it, read as Ansible reads those words."""
+    return value is True or str(value).lower() in TRUE_WORDS
 
 
 def boolean_or(*options: str) -> Check:
@@ -1251,7 +1259,7 @@ def slurm_accounting_password(inv: Inventory) -> Iterator[Problem]:
     """With accounting on, the controller's password for slurmdbd's database user: present and one slurmdbd.conf
     reads back whole; never printed."""
     for host in inv.members(SLURM_CONTROLLERS)[:1]:
-        on = str(inv.get(host, "slurm_accounting", False)).lower() in ("true", "yes")
+        on = is_true(inv.get(host, "slurm_accounting", False))
         if not on or "slurm_accounting_password" in inv.unreadable.get(host, {}):
             continue
         password = inv.get(host, "slurm_accounting_password")
