@@ -18,7 +18,6 @@ from tests.test_lab_3_train import (  # noqa: F401
     SMALL,
     corpus,
     finish,
-    kill_a_rank,
     no_training_processes,
     payload,
     ssh,
@@ -47,21 +46,43 @@ def losses_continue(run_id: str, host: str, same_world: bool = True) -> None:
         assert abs(after[0]["loss_global"] - same[-1]["loss_global"]) < 0.3, (same[-1], after[0])
 
 
+def corrupt_latest_and_kill(host: str, run_id: str) -> str:
+    """On `host`, in one shell: truncate the model file of the checkpoint `latest` names (as a disk error would),
+    then SIGKILL the workers torchrun spawned, before another checkpoint can be saved. The checkpoint's name."""
+    ckpts = f"/var/lib/rdma-llm/runs/{run_id}/out/checkpoints"
+    script = (
+        f"c=$(cat {ckpts}/latest) && truncate -s 64 {ckpts}/$c/model.pt && "
+        f"kill -KILL $(ps -o pid= --ppid $(systemctl show -p MainPID --value train-{run_id})) && echo $c"
+    )
+    proc = ssh(host, script)
+    assert proc.returncode == 0 and proc.stdout.strip().startswith("step_"), (proc.stdout, proc.stderr)
+    return proc.stdout.strip()
+
+
 def test_killed_rank_restarts_by_itself_and_finishes(lab_cluster, corpus) -> None:  # noqa: F811
+    """max_restarts=1: a rank killed just after its node's latest checkpoint was damaged. The automatic restart
+    verifies it, quarantines it on every node and resumes from the one before; the run completes."""
     hosts, run_id, steps = lab_cluster["hosts"], f"fault-restart-{int(time.time())}", 60
     play = start_train(
         "-e", f"data={corpus}", "-e", f"steps={steps}", "-e", f"run_id={run_id}", "-e", "max_restarts=1", *payload(KILL)
     )
-    victim = wait_for_step(play, hosts, run_id, 15)
+    victim = wait_for_step(play, hosts, run_id, 21)  # two checkpoints kept (keep_ckpts 2): step 10 and step 20
     t_kill = time.time()
-    kill_a_rank(victim, run_id)
+    damaged = corrupt_latest_and_kill(victim, run_id)
     out = finish(play, 600)
     assert play.returncode == 0, out[-4000:]
     report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
     assert report["outcome"] == "completed" and report["final_step"] == steps, report
     assert len(report["restarts"]) == 1, report["restarts"]
     restart = report["restarts"][0]
-    assert restart["resumed_at_step"] >= 10 and restart["steps_lost"] >= 0, restart
+    # The damaged checkpoint was passed over for the one before it, on every node.
+    (quarantined,) = report["quarantined"]
+    assert quarantined["checkpoint"] == damaged and "model.pt" in quarantined["why"], quarantined
+    assert restart["resumed_at_step"] == int(damaged.removeprefix("step_")) - 10, (restart, damaged)
+    assert restart["steps_lost"] >= 10, restart
+    for host in hosts:
+        left = ssh(host, "ls", f"/var/lib/rdma-llm/runs/{run_id}/out/checkpoints").stdout.split()
+        assert any(n.startswith(f"quarantine-{damaged}-") for n in left), (host, left)
     # The cause is the rank that died (its signal), not the survivor whose collective broke after it.
     assert restart["cause"].startswith(f"{victim}: local rank 0 killed by SIGKILL"), restart
     took = restart["time"] - t_kill
