@@ -970,34 +970,60 @@ def test_systemd_quote_keeps_each_word_whole() -> None:
         F.systemd_quote("a\nExecStartPost=/bin/rm -rf /")
 
 
-def test_rejoin_unit_runs_the_same_command_line_at_the_next_boot_until_the_deadline() -> None:
+def test_rejoin_unit_runs_the_same_command_line_at_the_next_boot_when_its_check_allows() -> None:
     argv = ["systemd-run", "--unit=train-r1", "--setenv=NCCL_IB_HCA=mlx5_0", "--", "/v/bin/torchrun", "--nnodes=2"]
-    text = F.rejoin_unit_text(argv, "r1", "1", "/var/lib/rdma-llm/runs/r1/logs/torchrun.log", 1795377600.7)
+    text = F.rejoin_unit_text(argv, "r1", "1", "/var/lib/rdma-llm/runs/r1/logs/torchrun.log", "/r/r1/rejoin-check")
     lines = text.splitlines()
     assert (
         'ExecStart=systemd-run "--unit=train-r1" "--setenv=NCCL_IB_HCA=mlx5_0" "--" "/v/bin/torchrun" "--nnodes=2"'
         in lines
     )
-    # Nothing starts after the launch's deadline; the rejoin is marked in the job's log, which gets its output.
-    assert 'ExecCondition=/bin/sh -c "test \\"$$(date +%%s)\\" -lt 1795377600"' in lines
+    # Nothing starts unless the check allows it; the rejoin is marked in the job's log, which gets its output.
+    assert 'ExecCondition=/bin/sh "/r/r1/rejoin-check"' in lines
     assert any(x.startswith("ExecStartPre=/bin/sh -c") and "(node rank 1)" in x for x in lines), text
     assert "StandardOutput=append:/var/lib/rdma-llm/runs/r1/logs/torchrun.log" in lines
     # Started by the boot (enabled), once (oneshot), after the network (torchrun reaches the store over it).
     assert {"Type=oneshot", "WantedBy=multi-user.target", "After=network-online.target"} <= set(lines)
     assert F.rejoin_unit_name("train-r1") == "train-r1-rejoin.service"
     with pytest.raises(RuleError, match="plain executable"):
-        F.rejoin_unit_text(["-/bin/sh", "x"], "r1", 0, "/l", 1)
+        F.rejoin_unit_text(["-/bin/sh", "x"], "r1", 0, "/l", "/c")
 
 
-def test_rejoin_unit_condition_runs_in_sh(tmp_path) -> None:
-    """The ExecCondition's command, unescaped as systemd does ($$ -> $, %% -> %), run by sh: true before the
-    deadline, false after it."""
-    for until, rc in ((4102444800, 0), (1000000000, 1)):
-        text = F.rejoin_unit_text(["systemd-run", "x"], "r1", 0, "/l", until)
-        line = next(x for x in text.splitlines() if x.startswith("ExecCondition="))
-        word = line.split(" -c ", 1)[1]
-        cmd = word[1:-1].replace('\\"', '"').replace("$$", "$").replace("%%", "%")
-        assert subprocess.run(["sh", "-c", cmd]).returncode == rc, cmd
+@pytest.mark.parametrize(
+    ("until", "seen_ago", "listening", "rc", "said"),
+    [
+        (4102444800, 5, True, 0, ""),  # soon after the watch's last read, the store answers: rejoin
+        (1000000000, 5, True, 1, "the launch's deadline has passed"),
+        (4102444800, 300, True, 1, "the watch last read this host"),  # counted lost, or the run ended
+        (4102444800, None, True, 1, "no watch read this host"),
+        (4102444800, 5, False, 1, "does not answer (the run has ended)"),
+    ],
+)
+def test_rejoin_check_runs_in_sh(tmp_path, until, seen_ago, listening, rc, said) -> None:
+    """The rejoin unit's condition as the host runs it: sh, the venv's python probing the store."""
+    import os
+    import socket
+    import time
+
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    if seen_ago is not None:
+        (run / "logs" / ".watched").touch()
+        os.utime(run / "logs" / ".watched", (time.time() - seen_ago,) * 2)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    if listening:
+        server.listen()
+    else:
+        server.close()
+    try:
+        script = F.rejoin_check(str(run), until, 60, "127.0.0.1", port, sys.executable, wait=2)
+        (run / "rejoin-check").write_text(script)
+        proc = subprocess.run(["sh", str(run / "rejoin-check")], capture_output=True, text=True, timeout=30)
+    finally:
+        server.close()
+    assert proc.returncode == rc and said in proc.stdout, (proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.mark.parametrize(
