@@ -716,7 +716,11 @@ def unit_state(props: dict[str, str]) -> str:
     if props.get("Engine") == "slurm":
         return slurm_launch.share_state(props)
     if props.get("LoadState") == "not-found":
-        waiting = props.get("RejoinActiveState") in ("inactive", "activating")
+        # Not yet run in this boot (its condition never checked: systemd keeps that per boot), or running now. A
+        # rejoin its condition skipped (the run ended, or counted the host lost: rejoin_check) leaves it missing.
+        unchecked = props.get("RejoinConditionTimestampMonotonic", "0") in ("", "0")
+        rejoin = props.get("RejoinActiveState")
+        waiting = rejoin == "activating" or (rejoin == "inactive" and unchecked)
         return "rejoining" if props.get("RejoinLoadState") == "loaded" and waiting else "missing"
     active = props.get("ActiveState")
     if active == "failed":
@@ -766,7 +770,7 @@ def rdzv_host_problems(rdzv_host: str, inventory_hosts: list[str], scheduler: st
     return out
 
 
-REJOIN_PROPS = "LoadState,ActiveState,Result"
+REJOIN_PROPS = "LoadState,ActiveState,Result,ConditionResult,ConditionTimestampMonotonic"
 WATCHED = "logs/.watched"  # under the run's directory: touched by every poll of the watch
 _EXECUTABLE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9_./+-]*")  # no systemd prefix (-, @, !, ...)
 # Where a rejoin unit lives: read by systemd at boot (/run, where systemd-run's transient units live, is not).

@@ -872,7 +872,14 @@ NO_REJOIN = "LoadState=not-found\nActiveState=inactive\nResult=success"
         # The host restarted: the transient unit went with the boot, the rejoin unit has not run yet ...
         (GONE, None, "LoadState=loaded\nActiveState=inactive\nResult=success", "rejoining"),
         (GONE, None, "LoadState=loaded\nActiveState=activating\nResult=success", "rejoining"),
-        # ... or ran and the share is gone all the same (its systemd-run failed, or the deadline had passed).
+        # ... or its condition skipped it in this boot (the run had ended, or counted the host lost) ...
+        (
+            GONE,
+            None,
+            "LoadState=loaded\nActiveState=inactive\nConditionResult=no\nConditionTimestampMonotonic=8123",
+            "missing",
+        ),
+        # ... or it ran and the share is gone all the same (its systemd-run failed).
         (GONE, None, "LoadState=loaded\nActiveState=failed\nResult=exit-code", "missing"),
         (GONE, None, "LoadState=loaded\nActiveState=active\nResult=success", "missing"),
         # The share came back: its unit answers, whatever the rejoin unit says.
