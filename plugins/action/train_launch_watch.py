@@ -122,6 +122,10 @@ class ActionModule(ActionBase):
         rejoin unit starts it twice in one launch) it is said, and listed in the job's `rejoined`. `seen` carries
         the unit's last start and when the host was first found rejoining from poll to poll."""
         host, unit = job["host"], job["unit"]
+        if job["state"] == "rejoining" and host in (args.get("lost") or []):
+            # The launch counted it lost (its manifest): a later look does too, whatever its rejoin unit does now.
+            job.update(state="missing", why="lost during the launch (its manifest's lost_nodes); restarted since")
+            return
         if job["state"] == "rejoining":
             if "since" not in seen:
                 seen["since"] = time.time()

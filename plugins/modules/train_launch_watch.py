@@ -37,6 +37,11 @@ options:
     type: float
     default: 0
   spy: {description: The py-spy executable on the hosts (the training venv's)., type: path, default: py-spy}
+  lost:
+    description: Hosts the launch counted lost (a later look's manifest lost_nodes); restarted since, they stay lost.
+    type: list
+    elements: str
+    default: []
   rdzv_host:
     description: The rendezvous store's own host (train_launch_rdzv_host); empty - node rank 0's agent holds it.
     type: str
