@@ -45,8 +45,10 @@ def proc_state(stat: str) -> str:
     return stat.rsplit(") ", 1)[1][:1]
 
 
-def run_command(argv: list[str], timeout: float = 30) -> tuple[int, str, str]:
-    """`run` for dump_rank outside Ansible (a module passes its own run_command)."""
+def run_command(argv: list[str], timeout: float | None = None) -> tuple[int, str, str]:
+    """`run` for dump_rank outside Ansible (a module passes its own run_command). No bound of its own by default:
+    dump_rank bounds each read with coreutils' timeout, whose SIGKILL reaches py-spy; a Python timeout here would
+    kill only that wrapper, leaving py-spy (and the rank it pauses) behind."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
