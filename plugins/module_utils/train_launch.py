@@ -773,8 +773,6 @@ def rdzv_host_problems(rdzv_host: str, inventory_hosts: list[str], scheduler: st
 REJOIN_PROPS = "LoadState,ActiveState,Result,ConditionResult,ConditionTimestampMonotonic"
 WATCHED = "logs/.watched"  # under the run's directory: touched by every poll of the watch
 _EXECUTABLE = re.compile(r"[A-Za-z0-9/][A-Za-z0-9_./+-]*")  # no systemd prefix (-, @, !, ...)
-# Where a rejoin unit lives: read by systemd at boot (/run, where systemd-run's transient units live, is not).
-REJOIN_DIR = "/etc/systemd/system"
 
 
 def rejoin_unit_name(unit: str) -> str:
