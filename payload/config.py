@@ -91,9 +91,12 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model_impl": ("fast", "hf"),
     "attn_backend": ("auto", "flash", "cudnn", "efficient", "math"),
     "residual_dtype": ("auto", "float32"),
+    "packing": ("pack", "overflow", "trunc"),
 }
 # Keys that take true, false or auto: a bool (from a file, or an old saved config) means true or false.
 TRISTATE = ("compile",)
+# Integer keys that also take `auto`, kept as 0 (payload/batch.py resolves batch_size before the first step).
+AUTO_INT = ("batch_size",)
 
 
 @dataclass
@@ -102,6 +105,8 @@ class TrainConfig:
     out_dir: str = "out"  # checkpoints, metrics.jsonl, result.json, tokenizer/, config.json
     data: str = ""  # a text file, a directory of text files, or a `datasets` dataset saved to disk
     text_column: str = "text"  # column to read from a `datasets` dataset
+    stream: bool = False  # read `data` (jsonl/json/parquet/arrow or text files) as a stream: no token cache
+    packing: str = "pack"  # a stream's documents into blocks: pack (end to end), overflow (each its own), trunc
     cache_dir: str = ""  # tokenized corpus cache; default <out_dir>/cache
     tokenizer: str = ""  # local GPT-2 tokenizer dir; empty: train a byte-level BPE on the corpus
     vocab_size: int = 8192  # vocabulary of the trained BPE (ignored with a given tokenizer)
@@ -116,7 +121,7 @@ class TrainConfig:
     attn_backend: str = "auto"  # fast model's attention kernel: auto (torch picks), flash, cudnn, efficient, math
     residual_dtype: str = "auto"  # fast model under autocast: auto (the residual stream in bf16), float32
     # --- optimisation
-    batch_size: int = 4  # micro-batch per rank
+    batch_size: int = 0  # micro-batch per rank; auto (0): the largest that fits the GPU (a probe), 4 on CPUs
     grad_accum: int = 1  # micro-batches per optimizer step
     max_steps: int = 200  # optimizer steps of the whole run (the LR schedule is laid out over these)
     lr: float = 6e-4
@@ -168,7 +173,7 @@ class TrainConfig:
         for key, allowed in CHOICES.items():
             need(getattr(self, key) in allowed, key, f"must be one of {', '.join(allowed)}")
         need(bool(self.data), "data", "is required: a text file, a directory, or a dataset saved to disk")
-        for key in ("block_size", "batch_size", "grad_accum", "max_steps", "log_interval", "eval_batches"):
+        for key in ("block_size", "grad_accum", "max_steps", "log_interval", "eval_batches"):
             need(getattr(self, key) > 0, key, "must be > 0")
         for key in (
             "warmup_steps",
@@ -178,6 +183,7 @@ class TrainConfig:
             "threads",
             "ce_chunk",
             "keep_every",
+            "batch_size",
         ):
             need(getattr(self, key) >= 0, key, "must be >= 0")
         need(self.vocab_size >= 300, "vocab_size", "must be >= 300 (256 bytes + merges + specials)")
@@ -320,6 +326,8 @@ def coerce(cls: type, key: str, value: Any, source: str) -> Any:
         if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE
         raise ConfigError(f"{where}: expected true or false")
+    if key in AUTO_INT and str(value).lower() == "auto":
+        return 0
     if kind == "int":
         if isinstance(value, int) and not isinstance(value, bool):
             return value

@@ -226,6 +226,17 @@ class Blocks:
         return rows[:, :-1], rows[:, 1:]
 
 
+class Rows:
+    """Blocks already cut (rows of block_size + 1 tokens), with the `batch(ids)` of Blocks."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows, self.n = rows, len(rows)
+
+    def batch(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.rows[ids].astype(np.int64)
+        return rows[:, :-1], rows[:, 1:]
+
+
 def split_blocks(n_blocks: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """Held-out validation = the tail of the corpus (contiguous, so no text leaks into training)."""
     n_val = max(1, round(n_blocks * val_fraction))

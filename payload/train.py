@@ -59,12 +59,14 @@ if __package__ in (None, ""):  # run as a script (torchrun payload/train.py): im
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # E402: these imports need the sys.path line above when train.py runs as a script.
+from payload import batch as B  # noqa: E402
 from payload import ckpt_verify as V  # noqa: E402
 from payload import commands as C  # noqa: E402
 from payload import data as D  # noqa: E402
 from payload import flight as F  # noqa: E402
 from payload import gate as G  # noqa: E402
 from payload import shards as S  # noqa: E402
+from payload import stream as ST  # noqa: E402
 from payload.config import (  # noqa: E402
     AverageConfig,
     CheckpointsConfig,
@@ -107,6 +109,8 @@ RESULT_KEYS = (
     "dtype",
     "model",
     "n_params",
+    "batch_size",
+    "peak_memory_gib",
     "start_step",
     "final_step",
     "max_steps",
@@ -273,6 +277,7 @@ class Trainer:
             self._setup_validation(val_ids)
             self._setup_gate()
             model = self._setup_model()
+            self._setup_batches(model)
             self._setup_engine(model)
             self._setup_resume()
             self._setup_loop_state()
@@ -318,9 +323,13 @@ class Trainer:
         )
 
     def _setup_data(self) -> np.ndarray:
-        """Tokenizer, training blocks and this rank's sampler; returns the held-out validation block ids."""
-        cfg, d = self.cfg, self.dist
+        """Tokenizer and training blocks (the sampler comes with the batch size); returns the held-out
+        validation block ids."""
+        cfg = self.cfg
+        self.stream = None
         try:
+            if cfg.stream:
+                return self._prepare_stream()
             if S.is_shard_dir(cfg.data):
                 self.tok, val_ids = self._prepare_shards()
                 return val_ids
@@ -329,27 +338,129 @@ class Trainer:
             train_ids, val_ids = D.split_blocks(self.blocks.n, cfg.val_fraction)
             if cfg.eval_data:  # validation has its own corpus: train on all of this one
                 train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
-            self.sampler = D.ShardedSampler(train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
-        except (OSError, ValueError, KeyError) as e:  # a missing, empty or too small corpus
+            self.train_ids, self.rank_shards = train_ids, None
+        except (OSError, ValueError, KeyError) as e:  # a missing, empty, too small or unstreamable corpus
             raise RunError(f"--data={cfg.data}: {e}", 2) from e
         self.log(
             f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
-            f"{cfg.block_size}; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+            f"{cfg.block_size}"
         )
         return val_ids
 
     def _setup_validation(self, val_ids: np.ndarray) -> None:
-        """The fixed validation batches: from the held-out blocks, or from --eval_data."""
-        cfg, d = self.cfg, self.dist
-        self.val_blocks = self.blocks
+        """The validation blocks: the held-out ones, or --eval_data's (batched with the batch size)."""
+        cfg = self.cfg
+        self.val_blocks, self.val_ids = self.blocks, val_ids
         try:
             if cfg.eval_data:
                 self.val_blocks = D.Blocks(self._cached_tokens("eval_data", self.tok), cfg.block_size)
-                val_ids = np.arange(self.val_blocks.n)
-                self.log(f"eval_data: {len(val_ids):,} val blocks of {cfg.block_size} from {cfg.eval_data}")
-            self.val = D.val_batches(val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+                self.val_ids = np.arange(self.val_blocks.n)
+                self.log(f"eval_data: {len(self.val_ids):,} val blocks of {cfg.block_size} from {cfg.eval_data}")
         except (OSError, ValueError, KeyError) as e:
+            raise RunError(f"--eval_data={cfg.eval_data}: {e}", 2) from e
+
+    def _setup_batches(self, model) -> None:
+        """The micro-batch (batch_size=auto: payload/batch.py), this rank's sampler and the fixed validation
+        batches."""
+        cfg, d = self.cfg, self.dist
+        if not cfg.batch_size:
+            cfg.batch_size = self._auto_batch(model)
+            if self.writer:  # the run's config.json says the batch it trains with
+                _write_json(self.out / "config.json", to_dict(cfg))
+        if self.stream is not None:
+            self._stream_batches()
+            return
+        try:
+            if self.rank_shards is None:
+                self.sampler = D.ShardedSampler(self.train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+            else:
+                self.sampler = S.RankShardSampler(self.blocks, self.rank_shards, cfg.batch_size, d.rank, cfg.seed)
+        except (OSError, ValueError, KeyError) as e:  # too few blocks for one batch
+            raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        try:
+            self.val = D.val_batches(self.val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        except ValueError as e:
             raise RunError(f"--{'eval_data' if cfg.eval_data else 'data'}={cfg.eval_data or cfg.data}: {e}", 2) from e
+        self.log(f"data: {self.sampler.batches_per_epoch} micro-batches of {cfg.batch_size} per rank per epoch")
+
+    def _stream_batches(self) -> None:
+        """A stream's validation batches: --eval_data's, else the first eval_batches x batch_size blocks of each
+        rank's stream, held out (its epochs start after them). The stream is the sampler."""
+        cfg, d = self.cfg, self.dist
+        if cfg.eval_data:
+            self.val = D.val_batches(self.val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        else:
+            n = cfg.eval_batches * cfg.batch_size
+            try:
+                self.val_blocks = D.Rows(np.stack([self.stream.next_block() for _ in range(n)]))
+            except ST.StreamError as e:
+                raise RunError(f"--data={cfg.data}: {e}", 2) from e
+            self.val = [np.arange(i, i + cfg.batch_size) for i in range(0, n, cfg.batch_size)]
+        self.stream.start()
+        self.sampler = self.stream
+        self.log(
+            f"data: micro-batches of {cfg.batch_size} per rank from the stream"
+            + ("" if cfg.eval_data else f", after {len(self.val)} held out for validation")
+        )
+
+    def _auto_batch(self, model) -> int:
+        """batch_size=auto: a resumed run's own batch; else CPU_BATCH on CPUs, the probe on GPUs (every rank
+        probes its own device, all take the smallest pick)."""
+        cfg, d = self.cfg, self.dist
+        saved = self._saved_batch()
+        saved = int(self._all_reduce([saved], dist.ReduceOp.MIN, self.setup)[0])
+        if saved:
+            self.log(f"batch_size auto: {saved}, the batch of the run this launch resumes")
+            return saved
+        if d.device.type != "cuda":
+            self.log(f"batch_size auto: {B.CPU_BATCH} (a CPU: memory does not limit the step)")
+            return B.CPU_BATCH
+        if self.stream is not None:  # how many blocks a stream has is known only once it is read
+            train_blocks = B.MAX_BATCH * d.world_size
+        elif self.rank_shards is None:
+            train_blocks = len(self.train_ids)
+        else:
+            train_blocks = min(sum(len(self.blocks.shard_ids(s)) for s in shards) for shards in self.rank_shards)
+            train_blocks *= d.world_size  # data_cap divides by the world
+        held_out = 0 if self.stream is not None and not cfg.eval_data else len(self.val_ids)  # a stream's: its head
+        cap = B.data_cap(train_blocks, held_out, d.world_size)
+        extra = B.optimizer_bytes(self.n_params, d.world_size, cfg.engine == "ddp", cfg.ema_decay > 0)
+        try:
+            model.to(d.device)
+        except torch.cuda.OutOfMemoryError as e:
+            raise RunError("batch_size=auto: the model does not fit one GPU to probe; give --batch_size", 2) from e
+        budget, available = B.cuda_budget(d.device)
+        vocab = len(self.tok)
+
+        def peak(b: int) -> int | None:
+            return B.step_peak(model, b, cfg.block_size, vocab, d.device, self.bf16, is_fast(model), extra)
+
+        batch, tried = B.largest_fit(peak, budget, cap)
+        torch.cuda.reset_peak_memory_stats(d.device)  # result.json's peak is the training's, not the probe's
+        print(f"rank {d.rank}: " + B.describe(batch, tried, budget, available), flush=True)
+        batch = int(self._all_reduce([batch], dist.ReduceOp.MIN, self.setup)[0])
+        if not batch:
+            raise RunError(
+                "batch_size=auto: not even a micro-batch of 1 fits the GPU's memory on some rank (its line above): "
+                "try --grad_checkpoint=true, --engine=fsdp over more GPUs or a smaller --block_size",
+                2,
+            )
+        self.log(f"batch_size auto: {batch} on every rank")
+        return batch
+
+    def _saved_batch(self) -> int:
+        """The micro-batch of the checkpoint a resume would start from (0: none): a resumed run keeps its batch
+        whatever auto would pick now, so that it sees the data it would have seen."""
+        cfg = self.cfg
+        if cfg.resume_from:
+            ckpt = self._resume_from_dir()
+        elif cfg.resume and (latest := self.out / "checkpoints" / "latest").exists():
+            ckpt = self.out / "checkpoints" / latest.read_text().strip()
+        else:
+            return 0
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return int(json.loads((ckpt / "trainer.json").read_text())["config"]["batch_size"])
+        return 0
 
     def _setup_gate(self) -> None:
         cfg = self.cfg
@@ -476,6 +587,31 @@ class Trainer:
 
     def _prepare_data(self):
         """Tokenizer from rank 0 to everyone; the packed token cache built once per node."""
+        tok = self._prepare_tokenizer()
+        return tok, self._cached_tokens("data", tok)
+
+    def _prepare_stream(self) -> np.ndarray:
+        """The tokenizer and this rank's stream (payload/stream.py); no validation ids: its head, once batched."""
+        cfg, d = self.cfg, self.dist
+        self.tok = self._prepare_tokenizer()
+        builder, files = ST.stream_files(cfg.data)
+        source = ST.open_source(cfg.data, cfg.text_column, d.rank, d.world_size)
+        backend = self.tok.backend_tokenizer
+
+        def encode(text: str) -> list[int]:
+            return backend.encode(text, add_special_tokens=False).ids
+
+        eos = self.tok.convert_tokens_to_ids(D.EOS)
+        self.stream = ST.TokenStream(source, encode, eos, cfg.block_size, cfg.packing)
+        self.train_ids = self.rank_shards = self.blocks = None
+        self.log(
+            f"data: streaming {cfg.data} ({len(files)} {builder} files, each rank its share), packing={cfg.packing}, "
+            f"blocks of {cfg.block_size}"
+        )
+        return np.zeros(0, dtype=np.int64)
+
+    def _prepare_tokenizer(self):
+        """The run's tokenizer, from rank 0 to everyone (saved in out_dir)."""
         cfg = self.cfg
         tok_dir = self.out / "tokenizer"
         tok_json = [None]
@@ -493,6 +629,12 @@ class Trainer:
                 # A GPT-2 preset means GPT-2: its own 50257-token vocabulary, not one trained on the corpus.
                 tok = D.load_tokenizer(str(bpe))
                 self.log(f"tokenizer: GPT-2 BPE, {len(tok)} tokens, from {bpe}")
+            elif cfg.stream:
+                raise RunError(
+                    "--stream=true needs a tokenizer (--tokenizer=DIR, or init_from's): training one would read the "
+                    "whole corpus first",
+                    2,
+                )
             else:
                 if cfg.model.startswith("gpt2"):
                     self.log(
@@ -514,8 +656,7 @@ class Trainer:
             tok = D.tokenizer_from_json(tok_json[0])
         if self.writer:
             D.save_tokenizer(tok, tok_dir)
-
-        return tok, self._cached_tokens("data", tok)
+        return tok
 
     def _cached_tokens(self, key: str, tok) -> np.ndarray:
         """The packed token cache of corpus option `key` (data, eval_data), built once per node."""
@@ -560,12 +701,12 @@ class Trainer:
             raise S.ShardError(error or "shard verification failed on another rank (see its log)")
         if self.writer:
             D.save_tokenizer(tok, self.out / "tokenizer")
-        self.sampler = S.RankShardSampler(self.blocks, rank_shards, cfg.batch_size, d.rank, cfg.seed)
+        self.train_ids, self.rank_shards = None, rank_shards
         val_ids = np.concatenate([self.blocks.shard_ids(i) for i in val_shards] or [np.zeros(0, dtype=np.int64)])
         self.log(
             f"data: {self.blocks.tokens:,} tokens in {len(self.blocks.files)} verified shards -> "
             f"{len(val_shards)} held out ({len(val_ids):,} val blocks of {cfg.block_size}), the rest dealt to "
-            f"{d.world_size} ranks; {self.sampler.batches_per_epoch} micro-batches per rank per epoch"
+            f"{d.world_size} ranks"
         )
         return tok, val_ids
 
@@ -592,6 +733,8 @@ class Trainer:
         try:
             self.engine.save(part, meta, self.writer)
             torch.save(_rng_state(), part / f"rng_rank{self.rank}.pt")
+            if self.stream is not None:  # each rank's own position in the stream: the resume's next tokens
+                _write_json(part / ST.STATE_FILE.format(rank=self.rank), self.stream.state_dict())
             if self.writer:
                 shutil.copytree(self.out / "tokenizer", part / "tokenizer", dirs_exist_ok=True)
         except (OSError, RuntimeError) as e:  # torch.save wraps write errors in RuntimeError
@@ -631,12 +774,15 @@ class Trainer:
         hint = "the disk is full: free space or lower --keep_ckpts, then resume" if full else str(e)
         return RunError(f"saving checkpoint {ckpt} failed: {hint}", 1)
 
+    def _resume_from_dir(self) -> Path:
+        """--resume_from: a step number of this run, or any checkpoint directory."""
+        value = self.cfg.resume_from
+        return self.out / "checkpoints" / f"step_{int(value):07d}" if value.isdigit() else Path(value)
+
     def _resume(self) -> str | None:
         cfg = self.cfg
-        if cfg.resume_from:  # a step number of this run, or any checkpoint directory
-            ckpt = Path(cfg.resume_from)
-            if cfg.resume_from.isdigit():
-                ckpt = self.ckpt_root / f"step_{int(cfg.resume_from):07d}"
+        if cfg.resume_from:
+            ckpt = self._resume_from_dir()
             here = (ckpt / "trainer.json").is_file()
             if not self._all_reduce([1.0 if here else 0.0], dist.ReduceOp.MIN)[0]:  # every rank stops, not some
                 raise RunError(
@@ -683,7 +829,10 @@ class Trainer:
                 "order goes on after the blocks already dealt in this epoch"
             )
         self.step, self.tokens_seen = meta["step"], meta["tokens_seen"]
-        self.sampler.load_state_dict({"world_size": meta["world_size"], **meta["sampler"]})
+        if self.stream is not None:
+            self._resume_stream(ckpt, meta)
+        else:
+            self.sampler.load_state_dict({"world_size": meta["world_size"], **meta["sampler"]})
         rng = ckpt / f"rng_rank{self.rank}.pt"
         if rng.exists():
             _set_rng_state(torch.load(rng, weights_only=False))
@@ -703,6 +852,21 @@ class Trainer:
             **({"quarantined": self.quarantined} if self.quarantined else {}),
         )
         return str(ckpt)
+
+    def _resume_stream(self, ckpt: Path, meta: dict) -> None:
+        """Each rank goes on from its own saved position. Another world size deals the documents anew: each rank
+        then starts its new share at the saved epoch (documents of that epoch may repeat or be skipped)."""
+        if meta["world_size"] == self.world:
+            try:
+                self.stream.load_state_dict(json.loads((ckpt / ST.STATE_FILE.format(rank=self.rank)).read_text()))
+            except (OSError, ValueError, KeyError) as e:
+                raise RunError(f"{ckpt}: cannot resume the stream's position: {e}", 1) from e
+            return
+        self.stream.epoch = int(meta["sampler"].get("epoch", 0))
+        self.log(
+            f"resume: world size {meta['world_size']} -> {self.world}: each rank streams its new share from the "
+            f"start of epoch {self.stream.epoch}"
+        )
 
     def _writers_say(self, value) -> list[tuple[str, object]]:
         """(host, value) of every node's writer (collective over every rank; the others' values are dropped). On
@@ -769,7 +933,10 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ training
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        x, y = self.blocks.batch(self.sampler.next_ids())
+        if self.stream is not None:
+            x, y = self.stream.batch(self.cfg.batch_size)
+        else:
+            x, y = self.blocks.batch(self.sampler.next_ids())
         dev = self.dist.device
         x, y = torch.from_numpy(x), torch.from_numpy(y)
         if dev.type == "cuda":  # a copy from pageable memory would wait for the GPU to finish the last step
@@ -989,6 +1156,9 @@ class Trainer:
             "dtype": "bfloat16" if self.bf16 else "float32",
             "model": self.cfg.init_from or self.cfg.model,
             "n_params": self.n_params,
+            "batch_size": self.cfg.batch_size,  # the micro-batch per rank (batch_size=auto's pick)
+            # this rank's peak of allocated GPU memory (how much of the device the step took)
+            "peak_memory_gib": self._peak_memory_gib(),
             "start_step": self.start_step,
             "final_step": self.step,
             "max_steps": self.cfg.max_steps,
@@ -1013,6 +1183,10 @@ class Trainer:
         self.metrics.close()
         if self.writer:
             _write_json(self.out / "result.json", result)
+
+    def _peak_memory_gib(self) -> float | None:
+        device = self.dist.device
+        return round(torch.cuda.max_memory_allocated(device) / B.GIB, 2) if device.type == "cuda" else None
 
     def close(self) -> None:
         """Tear down whatever setup got to, on every path and before the interpreter shuts down: a gloo

@@ -115,11 +115,13 @@ def hf_state(path):
 
 def test_ddp_resume_on_fewer_ranks_goes_on_from_the_checkpoint(launch, tmp_path, corpus, tokenizer_dir, token_cache):
     """A job that lost a node continues on the survivors (torchrun's elastic restart): 2 ranks stop at step 8,
-    one rank resumes from their checkpoint and finishes, keeping its per-rank batch."""
+    one rank resumes from their checkpoint and finishes, keeping its per-rank batch (batch_size=auto too: the
+    checkpoint's 8, not the 4 auto gives a CPU)."""
     out = tmp_path / "elastic"
     run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, stop_after=8, **COMMON))
     stopped = json.loads((out / "result.json").read_text())
-    log = run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, **COMMON), nproc=1)
+    log = run_ok(launch, base_args(out, corpus, tokenizer_dir, token_cache, **COMMON, batch_size="auto"), nproc=1)
+    assert "batch_size auto: 8, the batch of the run this launch resumes" in log, log[-3000:]
     assert "resume: world size 2 -> 1: per-rank batch kept, tokens per step 2,048 -> 1,024" in log, log[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["world_size"] == 1

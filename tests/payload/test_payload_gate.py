@@ -57,11 +57,15 @@ def test_eval_corpus_perplexity_and_gate_verdicts(tmp_path, corpus, tokenizer_di
     (eval_dir / plays[-1].name).symlink_to(plays[-1])
 
     first = tmp_path / "first"
-    opts = dict(max_steps=8, eval_data=eval_dir, gate_max_val_loss=50)
+    # batch_size=auto on a CPU: 4, said, and recorded where the run's config and result say what it trained with
+    opts = dict(max_steps=8, eval_data=eval_dir, gate_max_val_loss=50, batch_size="auto")
     proc = _train(base_args(first, train_dir, tokenizer_dir, token_cache, **opts))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "eval_data:" in proc.stdout and "perplexity" in proc.stdout and "gate: pass" in proc.stdout
+    assert "batch_size auto: 4 (a CPU: memory does not limit the step)" in proc.stdout
     result = json.loads((first / "result.json").read_text())
+    assert result["batch_size"] == 4 and result["peak_memory_gib"] is None
+    assert json.loads((first / "config.json").read_text())["batch_size"] == 4
     assert result["gate"]["status"] == "pass"
     assert math.isclose(result["final_val_ppl"], math.exp(result["final_val_loss"]), rel_tol=1e-9)
     evals = [r for r in read_jsonl(first / "metrics.jsonl") if r["kind"] == "eval"]
@@ -81,7 +85,9 @@ def test_eval_corpus_perplexity_and_gate_verdicts(tmp_path, corpus, tokenizer_di
     # the run itself still completed (exit 0): what to do with a failed gate is the launcher's decision.
     second = tmp_path / "second"
     base = first / "result.json"
-    opts = dict(max_steps=2, warmup_steps=1, eval_data=eval_dir, gate_baseline=base, gate_max_regression=0.01)
+    opts = dict(
+        max_steps=2, warmup_steps=1, eval_data=eval_dir, gate_baseline=base, gate_max_regression=0.01, batch_size=4
+    )
     proc = _train(base_args(second, train_dir, tokenizer_dir, token_cache, **opts))
     assert proc.returncode == 0, proc.stderr[-3000:]
     gate = json.loads((second / "result.json").read_text())["gate"]
