@@ -112,7 +112,7 @@ class TrainConfig:
     vocab_size: int = 8192  # vocabulary of the trained BPE (ignored with a given tokenizer)
     # --- model
     model: str = "tiny"  # preset (PRESETS: GPT-2; LLAMA_PRESETS) or a directory with a Hugging Face config.json
-    init_from: str = ""  # local Hugging Face model directory with pretrained weights (overrides `model`)
+    init_from: str = ""  # local Hugging Face model directory (overrides `model`): its weights, or its config.json
     block_size: int = 128  # tokens per training sequence
     dropout: float = 0.0
     model_impl: str = "fast"  # fast: compact GPT-2 (SDPA, fused loss), HF state dict format | hf: GPT2LMHeadModel

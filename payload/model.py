@@ -3,6 +3,7 @@ schedule and MFU arithmetic."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -22,6 +23,12 @@ def has_weights(path: str) -> bool:
     return bool(path) and any((Path(path) / name).exists() for name in WEIGHT_FILES)
 
 
+def config_only(path: str) -> bool:
+    """A model directory with a config.json and no weights: its architecture, trained from random init (what the
+    launch stages when `-e model=<dir>` names a config directory on the controller)."""
+    return bool(path) and (Path(path) / "config.json").is_file() and not has_weights(path)
+
+
 def _model_type(path: str) -> str:
     import json
 
@@ -30,17 +37,19 @@ def _model_type(path: str) -> str:
 
 def is_gpt2_run(cfg: TrainConfig) -> bool:
     """GPT-2 (the compact module or GPT2LMHeadModel) rather than another Hugging Face architecture."""
-    if has_weights(cfg.init_from):
+    if has_weights(cfg.init_from) or config_only(cfg.init_from):
         return _model_type(cfg.init_from) == "gpt2"
     return cfg.model in PRESETS
 
 
 def hf_config(cfg: TrainConfig, vocab_size: int, eos_id: int):
-    """The transformers config of a non-GPT-2 run: a Llama preset, or `--model=DIR`'s config.json (read
-    offline). A preset's vocabulary is the tokenizer's, rounded up to a multiple of 64; a config.json keeps its
-    own, which must hold the tokenizer's."""
+    """The transformers config of a non-GPT-2 run: a Llama preset, or the config.json (read offline) of
+    `--model=DIR` or of a config-only `--init_from=DIR`. A preset's vocabulary is the tokenizer's, rounded up to
+    a multiple of 64; a config.json keeps its own, which must hold the tokenizer's."""
     from transformers import AutoConfig, LlamaConfig
 
+    if config_only(cfg.init_from):
+        cfg = dataclasses.replace(cfg, model=cfg.init_from)
     if cfg.model in LLAMA_PRESETS:
         return LlamaConfig(
             vocab_size=-(-vocab_size // 64) * 64,
@@ -91,11 +100,12 @@ def build_hf_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
                 raise ValueError(f"{cfg.init_from}: model vocabulary {have} < tokenizer {vocab_size}")
             log(f"model: pretrained weights from {cfg.init_from} ({type(model).__name__})")
         else:
-            if cfg.init_from:
+            name = cfg.init_from if config_only(cfg.init_from) else cfg.model
+            if cfg.init_from and name != cfg.init_from:
                 log(f"model: no local weights in {cfg.init_from!r}; building {cfg.model!r} from config (random init)")
             config = hf_config(cfg, vocab_size, eos_id)
             model = AutoModelForCausalLM.from_config(config, **opts)
-            log(f"model: building {cfg.model!r} ({type(model).__name__}) from config (random init)")
+            log(f"model: building {name!r} ({type(model).__name__}) from config (random init)")
     except ValueError as e:
         # An encoder or encoder-decoder config; transformers' own message lists every causal LM (pages long).
         if "Unrecognized configuration class" in str(e):
@@ -127,19 +137,27 @@ def build_model(cfg: TrainConfig, vocab_size: int, eos_id: int, log=print):
         check_block_size(model.config, cfg.block_size, cfg.init_from)  # config.py allowed MAX_BLOCK for init_from
         log(f"model: pretrained weights from {cfg.init_from}")
     else:
-        if cfg.init_from:
+        if config_only(cfg.init_from):
+            log(f"model: building {cfg.init_from!r} from its config.json (random init)")
+        elif cfg.init_from:
             log(f"model: no local weights in {cfg.init_from!r}; building {cfg.model!r} from config (random init)")
         else:
             log(f"model: building {cfg.model!r} from config (random init; no pretrained weights given)")
-        # Round the vocabulary up to a multiple of 64: the extra rows are never targets, matmuls run faster.
-        config = GPT2Config(
-            vocab_size=-(-vocab_size // 64) * 64,
-            n_positions=1024,
-            bos_token_id=eos_id,
-            eos_token_id=eos_id,
-            **PRESETS[cfg.model],
-            **drop,
-        )
+        if config_only(cfg.init_from):
+            config = GPT2Config.from_pretrained(cfg.init_from, local_files_only=True, **drop)
+            if config.vocab_size < vocab_size:
+                raise ValueError(f"{cfg.init_from}: config vocab_size {config.vocab_size} < tokenizer {vocab_size}")
+            check_block_size(config, cfg.block_size, cfg.init_from)
+        else:
+            # Round the vocabulary up to a multiple of 64: the extra rows are never targets, matmuls run faster.
+            config = GPT2Config(
+                vocab_size=-(-vocab_size // 64) * 64,
+                n_positions=1024,
+                bos_token_id=eos_id,
+                eos_token_id=eos_id,
+                **PRESETS[cfg.model],
+                **drop,
+            )
         if cfg.model_impl == "hf":
             model = GPT2LMHeadModel(config)
         else:

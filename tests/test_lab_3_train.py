@@ -162,14 +162,30 @@ def no_training_processes(hosts: list[str]) -> None:
         assert not left, f"{host} still runs: {left}"
 
 
-def test_train_completes_and_collects(lab_cluster, corpus: Path) -> None:
-    """DDP as each host's transient systemd unit (DeepSpeed trains through Slurm below: the engines share all but
-    the start and the watch of the job)."""
-    engine = "ddp"
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory) -> Path:
+    """A Llama architecture as its config.json alone, on the controller (what `-e model=<dir>` stages)."""
+    out = tmp_path_factory.mktemp("models") / "llama-small"
+    out.mkdir()
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 176,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "vocab_size": 8256, "tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+    }  # fmt: skip
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path) -> None:
+    """FSDP2 as each host's transient systemd unit, training a Llama architecture given as a config directory on
+    the controller, staged to every host like the corpus (DDP trains in the tests below, DeepSpeed through Slurm:
+    the engines share all but the start and the watch of the job)."""
+    engine = "fsdp"
     run_id = f"e2e-{engine}-{int(time.time())}"
     proc = train(
-        "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL)
-    )
+        "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}",
+        "-e", f"model={llama_dir}", *payload(SMALL),
+    )  # fmt: skip
     assert proc.returncode == 0, tail(proc)
     assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
     # The plan read each host's rdma_qos fact (NCCL's QPs per connection and traffic class; unused here: the lab has
@@ -183,6 +199,18 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path) -> None:
     assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
     assert (ARTIFACTS / run_id / "loss.png").stat().st_size > 1000
     assert (ARTIFACTS / run_id / "report.md").exists()
+    # The model directory went to every host under its checksum, and the payload built that architecture from it.
+    log = (ARTIFACTS / run_id / hosts[0] / "logs" / "torchrun.log").read_text()  # rank 0 logs the model
+    staged = re.search(r"model: building '(/var/lib/rdma-llm/runs/stage/model-[0-9a-f]{16}/llama-small)' "
+                       r"\(LlamaForCausalLM\) from config", log)  # fmt: skip
+    assert staged, log[-3000:]
+    assert "fsdp: units 2 x LlamaDecoderLayer + the rest" in log
+    for host in hosts:
+        result = json.loads((ARTIFACTS / run_id / host / "out" / "result.json").read_text())
+        assert result["engine"] == "fsdp" and result["model"] == staged.group(1)
+    assert report["model"] == str(llama_dir)
+    # rank 0's TensorBoard events came back with the run
+    assert list((ARTIFACTS / run_id / hosts[0] / "out" / "tensorboard").glob("events.out.tfevents.*"))
     no_training_processes(hosts)
     units_released(hosts, run_id)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 import re
 import shlex
 import signal
@@ -852,6 +853,30 @@ def rejoin_unit_text(argv: list[str], run_id: str, node_rank: Any, log: str, che
     )
 
 
+def stage_packs(payload_src: str, data_src: str = "", model_src: str = "") -> list[dict[str, str]]:
+    """What the launch packs on the controller and stages on every host: the payload always, the corpus and the
+    model directory where they come from the controller (absolute paths; empty: not staged). `top` is the
+    directory's name inside its pack."""
+    packs = [("payload", payload_src), ("data", data_src), ("model", model_src)]
+    for name, src in packs:
+        if src and not str(src).startswith("/"):
+            raise RuleError(f"stage: the {name} source must be an absolute path on the controller, got {src!r}")
+    top = posixpath.basename
+    return [{"name": name, "src": str(src), "top": top(str(src).rstrip("/"))} for name, src in packs if src]
+
+
+def staged_packs(packs: list[dict[str, str]], checksums: list[str], root: str) -> dict[str, dict[str, str]]:
+    """Each pack's place on the hosts, named by its checksum (a re-run copies nothing; a changed source is a new
+    directory): name -> {sha, dir, path (dir/top, what the payload reads)} plus the pack's own keys."""
+    if len(packs) != len(checksums) or not all(checksums):
+        raise RuleError(f"stage: {len(packs)} packs but checksums {checksums!r}")
+    out = {}
+    for pack, sha in zip(packs, checksums, strict=True):
+        folder = f"{root}/stage/{pack['name']}-{sha[:16]}"
+        out[pack["name"]] = {**pack, "sha": sha, "dir": folder, "path": f"{folder}/{pack['top']}"}
+    return out
+
+
 # Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
     "train_launch_rank_order": rank_order,
@@ -873,4 +898,6 @@ FILTERS = {
     "train_launch_rejoin_unit_text": rejoin_unit_text,
     "train_launch_rejoin_unit_name": rejoin_unit_name,
     "train_launch_rejoin_check": rejoin_check,
+    "train_launch_stage_packs": stage_packs,
+    "train_launch_staged_packs": staged_packs,
 }

@@ -169,6 +169,26 @@ def test_init_from_loads_weights_of_any_architecture(tmp_path):
         torch.testing.assert_close(model(ids).logits, src.eval()(ids).logits, rtol=0, atol=0)
 
 
+def test_init_from_a_config_only_directory_builds_its_architecture(tmp_path):
+    """What the launch stages for `-e model=<config dir>`: the staged directory arrives as init_from; with no
+    weights in it, its config.json is the architecture (random init), not the `model` preset."""
+    from transformers import GPT2Config
+
+    small("Mistral").save_pretrained(tmp_path / "mistral")
+    logs = []
+    cfg = parse_args(["--data=x", "--model=llama-tiny", f"--init_from={tmp_path / 'mistral'}", "--block_size=64"])
+    model = build_model(cfg, 200, 0, log=logs.append)
+    assert type(model).__name__ == "MistralForCausalLM" and model.config.num_hidden_layers == 3
+    assert any("building" in m and "mistral" in m for m in logs), logs
+    GPT2Config(vocab_size=320, n_positions=256, n_layer=1, n_head=2, n_embd=64).save_pretrained(tmp_path / "gpt2")
+    cfg = parse_args(["--data=x", "--model=gpt2", f"--init_from={tmp_path / 'gpt2'}", "--block_size=64"])
+    model = build_model(cfg, 300, 0, **QUIET)
+    assert model.config.n_layer == 1 and model.config.vocab_size == 320  # the directory's GPT-2, not the preset
+    cfg = parse_args(["--data=x", f"--init_from={tmp_path / 'gpt2'}", "--block_size=512"])
+    with pytest.raises(ValueError, match="block_size=512"):
+        build_model(cfg, 300, 0, **QUIET)
+
+
 def test_save_hf_names_the_transformers_class_not_fsdps(tmp_path):
     """fully_shard re-classes the module (FSDPLlamaForCausalLM): config.json must still say LlamaForCausalLM."""
     from transformers import AutoModelForCausalLM

@@ -1074,3 +1074,27 @@ def test_a_rebooted_host_is_the_cause_of_the_restart_not_the_survivor() -> None:
     assert (
         F.worker_failures(text, near)[0]["text"] == "torchrun got SIGTERM (its host shutting down, or its unit stopped)"
     )
+
+
+def test_stage_packs_lists_the_payload_and_what_comes_from_the_controller() -> None:
+    assert F.stage_packs("/repo/payload") == [{"name": "payload", "src": "/repo/payload", "top": "payload"}]
+    packs = F.stage_packs("/repo/payload", "/srv/corpus/", "/home/me/llama-cfg")
+    tops = [("payload", "payload"), ("data", "corpus"), ("model", "llama-cfg")]
+    assert [(p["name"], p["top"]) for p in packs] == tops
+    assert [p["name"] for p in F.stage_packs("/repo/payload", "", "/m")] == ["payload", "model"]
+    with pytest.raises(RuleError, match="the model source must be an absolute path on the controller, got 'cfg'"):
+        F.stage_packs("/repo/payload", "", "cfg")
+
+
+def test_staged_packs_are_named_by_their_checksum() -> None:
+    packs = F.stage_packs("/repo/payload", "", "/home/me/llama-cfg")
+    staged = F.staged_packs(packs, ["a" * 64, "0123456789abcdef" + "f" * 48], "/var/lib/rdma-llm/train")
+    assert list(staged) == ["payload", "model"]
+    assert staged["payload"]["dir"] == "/var/lib/rdma-llm/train/stage/payload-" + "a" * 16
+    model = staged["model"]
+    assert model["dir"] == "/var/lib/rdma-llm/train/stage/model-0123456789abcdef"
+    assert model["path"] == model["dir"] + "/llama-cfg" and model["sha"].startswith("0123")
+    with pytest.raises(RuleError, match="2 packs but checksums"):
+        F.staged_packs(packs, ["a" * 64], "/r")
+    with pytest.raises(RuleError, match="2 packs but checksums"):
+        F.staged_packs(packs, ["a" * 64, None], "/r")
