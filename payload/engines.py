@@ -478,12 +478,17 @@ class FSDPEngine(_TorchEngine):
         return json.loads((ckpt_dir / "trainer.json").read_text())
 
     def export_hf(self, path: Path, writer: bool) -> None:
-        """The whole model gathered to rank 0's CPU (collective), saved in Hugging Face format."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        state = get_model_state_dict(self.raw, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        """The whole model gathered tensor by tensor (collective: every rank, in the same order) to each writer's
+        CPU, saved in Hugging Face format. Every node's writer, not rank 0 alone: with node-local out_dirs each
+        node exports its own copy (torch's full_state_dict with cpu_offload gives the whole model to rank 0 only,
+        and the other nodes' exports failed)."""
+        state = {}
+        for name, value in self.raw.state_dict().items():
+            whole = value.full_tensor() if hasattr(value, "full_tensor") else value
+            if writer:
+                state[name] = whole.detach().float().cpu()
         if writer:
-            save_hf(self.raw, str(path), {k: v.float() for k, v in state.items()})
+            save_hf(self.raw, str(path), state)
 
     def export_ema(self, path: Path, writer: bool) -> None:
         """The EMA's shards gathered to whole tensors (collective: every rank, in the same order), saved by the

@@ -212,12 +212,23 @@ def transformers_class(model) -> type:
     return next(c for c in type(model).__mro__ if c.__module__.startswith("transformers."))
 
 
+def _save_pretrained(model, path: str, **kwargs) -> None:
+    """model.save_pretrained, written by whichever rank calls it. transformers 5 writes only on global rank 0 once
+    torch.distributed is up (PreTrainedModel.should_save_on_this_rank); with node-local out_dirs every node's
+    writer exports its own copy, and the other nodes' exports came out empty."""
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process  # shadows the method, this call only
+    try:
+        model.save_pretrained(path, **kwargs)
+    finally:
+        del model.should_save_on_this_rank
+
+
 def save_hf(model, path: str, state: dict | None = None) -> None:
     """Write a Hugging Face model directory (loadable by AutoModelForCausalLM) from either implementation."""
     if is_fast(model):
-        model.to_hf(state).save_pretrained(path)
+        _save_pretrained(model.to_hf(state), path)
         return
-    model.save_pretrained(path, state_dict=state)
+    _save_pretrained(model, path, state_dict=state)
     import json
 
     config = Path(path) / "config.json"

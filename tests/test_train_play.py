@@ -21,7 +21,7 @@ pytestmark = pytest.mark.lint
 
 def _train(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     inv = tmp_path / "inventory"
-    shutil.copytree(ROOT / "inventory" / "lab" / "group_vars", inv / "group_vars")
+    shutil.copytree(ROOT / "inventory" / "lab" / "group_vars", inv / "group_vars", dirs_exist_ok=True)
     node = {
         "ansible_host": "127.0.0.1",
         "ansible_port": 9,
@@ -51,3 +51,17 @@ def test_missing_relative_data_says_where_it_looked(tmp_path: Path) -> None:
     looked = tmp_path / "work" / "missing.txt"
     assert f"train_launch_data: missing.txt does not exist on the controller (looked at {looked})" in out, tail(proc)
     assert "UNREACHABLE" not in out, tail(proc)
+
+
+def test_a_model_directory_the_controller_has_is_staged_a_path_it_lacks_is_the_hosts(tmp_path: Path) -> None:
+    """`-e model=<dir>` (a path: init_from): relative to where ansible-playbook runs, like the corpus."""
+    (tmp_path / "work" / "llama-cfg").mkdir(parents=True)
+    (tmp_path / "work" / "llama-cfg" / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "work" / "corpus.txt").write_text("to be or not to be\n")
+    proc = _train(tmp_path, "-v", "-e", "data=corpus.txt", "-e", "model=./llama-cfg")
+    out = proc.stdout + proc.stderr
+    staged = str(tmp_path / "work" / "llama-cfg")
+    assert f"__train_launch_model_src: {staged}\n" in out and "UNREACHABLE" in out, tail(proc)  # the yaml callback
+    proc = _train(tmp_path, "-v", "-e", "data=corpus.txt", "-e", "model=/srv/models/on-the-hosts")
+    out = proc.stdout + proc.stderr
+    assert "__train_launch_model_src: ''\n" in out and "UNREACHABLE" in out, tail(proc)

@@ -52,8 +52,14 @@ def test_node_local_out_dir_resumes_exactly(engine, launch, tmp_path, corpus, to
         if engine == "fsdp":  # the shard index on every node, and only this node's own shard
             files = sorted(p.name for p in (ckpt / "dcp").iterdir())
             assert files == [".metadata", f"__{n}_0.distcp"], files
-    second = run_nodes(launch, split, corpus, tokenizer_dir, cache, engine=engine)
+    second = run_nodes(launch, split, corpus, tokenizer_dir, cache, engine=engine, export_hf="true")
     assert "at step 8" in second[0], second[0][-3000:]  # rank 0 speaks for the run
+    # Each node exported the whole model to its own disk, the same weights on both.
+    from transformers import AutoModelForCausalLM
+
+    exported = [AutoModelForCausalLM.from_pretrained(str(split / f"node{n}" / "hf_model")).state_dict() for n in (0, 1)]
+    assert exported[0].keys() == exported[1].keys()
+    assert all((exported[0][k] == exported[1][k]).all() for k in exported[0])
 
     result = json.loads((split / "node0" / "result.json").read_text())
     assert result["status"] == "completed" and result["start_step"] == 8 and result["engine"] == engine
