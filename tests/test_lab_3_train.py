@@ -284,8 +284,8 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
     """SIGSTOP on rank 1's worker: the socket stays open, so only the collective's timeout (pg_timeout) ends the
     job, on rank 0's host. Meanwhile the watch sees the steps stall and dumps every rank (py-spy): the message,
     manifest and report name rank 1's host, stopped, with the frame it stopped in; rank 0 waited in c10d. Then a
-    resume passes over a torn checkpoint and finishes. (A rank killed outright is named by its signal:
-    test_lab_4_faults.py.)"""
+    resume passes over a torn checkpoint and finishes, and the evaluation gate it carries fails the play as
+    gate_failed. (A rank killed outright is named by its signal: test_lab_4_faults.py.)"""
     hosts = lab_cluster["hosts"]
     run_id = f"e2e-hang-{int(time.time())}"
     args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", f"steps={KILL_STEPS}", "-e", f"run_id={run_id}"]
@@ -336,15 +336,20 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
     for host in hosts:
         assert ssh(host, "mkdir", "-p", torn, "&&", "touch", f"{torn}/model.pt").returncode == 0, host
 
-    proc = train(*args, "-e", "resume=true", *payload(KILL))
-    assert proc.returncode == 0, tail(proc)
+    # The resume carries an evaluation gate no 100-step run passes (val loss <= 0.5): the job completes, and the
+    # play fails as gate_failed, naming the check (no resume hint: there is nothing left to train).
+    proc = train(*args, "-e", "resume=true", *payload({**KILL, "gate_max_val_loss": 0.5}))
+    flat = " ".join(proc.stdout.split())
+    gate = f"run {run_id} gate_failed: the evaluation gate failed (max_val_loss: val loss"
+    assert proc.returncode != 0 and gate in flat, tail(proc)
+    assert "> 0.5000)" in flat and "-e resume=true" not in flat.split("gate_failed", 1)[1], tail(proc)
     assert "resumes from step_" in proc.stdout, tail(proc)
     manifest = json.loads((ARTIFACTS / run_id / "manifest.json").read_text())
     assert manifest["resumed_from"].startswith("step_") and manifest["resumed_from"] != torn.rsplit("/", 1)[1]
     assert manifest["hang"] is None
     # Each launch keeps its own manifest: the failed one is still there.
     launches = sorted((ARTIFACTS / run_id).glob("manifest-*.json"))
-    assert [json.loads(p.read_text())["outcome"] for p in launches] == ["failed", "completed"], launches
+    assert [json.loads(p.read_text())["outcome"] for p in launches] == ["failed", "gate_failed"], launches
     results = [
         json.loads((ARTIFACTS / run_id / h / "out" / "result.json").read_text())
         for h in hosts
