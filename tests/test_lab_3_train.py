@@ -216,14 +216,15 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
 
 
 def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluster, corpus: Path) -> None:
-    """train.yml -e scheduler=slurm: one sbatch job whose srun step runs torchrun on every node (DeepSpeed here),
-    torchrun in the fabric firewall's group as under systemd, the same artifacts, manifest and report as the systemd
-    path plus Slurm's own records. A second launch while the first runs waits in Slurm's queue (its watch says so,
-    and the wait does not count against its deadline), then runs."""
+    """train.yml -e scheduler=slurm: one sbatch job whose srun step runs torchrun on every node (DeepSpeed training
+    the llama-tiny preset here), torchrun in the fabric firewall's group as under systemd, the same artifacts,
+    manifest and report as the systemd path plus Slurm's own records. A second launch while the first runs waits
+    in Slurm's queue (its watch says so, and the wait does not count against its deadline), then runs."""
     hosts, stamp = lab_cluster["hosts"], int(time.time())
     first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
     common = ["-e", "scheduler=slurm", "-e", f"data={corpus}"]
-    play = start_train(*common, *payload(SMALL), "-e", "engine=deepspeed", "-e", "steps=30", "-e", f"run_id={first}")
+    deepspeed = ["-e", "engine=deepspeed", "-e", "model=llama-tiny"]  # a Llama preset (GQA, SwiGLU, untied head)
+    play = start_train(*common, *payload(SMALL), *deepspeed, "-e", "steps=30", "-e", f"run_id={first}")
     later = None
     try:
         # The second launch starts once the first job is submitted: its checks take less than the first job runs.
@@ -362,12 +363,13 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
 
 
 def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
-    """-e detach=true ends the play once the units run; train_status.yml sees them running, train_stop.yml stops
-    them (SIGTERM: the job checkpoints), train_collect.yml fetches every host's logs and records the outcome:
-    stopped, not failed."""
+    """-e detach=true (DDP training the llama-tiny preset) ends the play once the units run; train_status.yml sees
+    them running, train_stop.yml stops them (SIGTERM: the job checkpoints), train_collect.yml fetches every host's
+    logs and records the outcome: stopped, not failed."""
     hosts, run_id = lab_cluster["hosts"], f"e2e-detach-{int(time.time())}"
     unit = f"train-{run_id}"
-    args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=5000", "-e", f"run_id={run_id}"]
+    args = ["-e", "engine=ddp", "-e", "model=llama-tiny", "-e", f"data={corpus}", "-e", "steps=5000"]
+    args += ["-e", f"run_id={run_id}"]
     proc = train(*args, "-e", "detach=true", *payload(KILL))
     try:
         assert proc.returncode == 0, tail(proc)
