@@ -25,10 +25,13 @@ ARTIFACTS = ROOT / "artifacts"
 SMALL = {"batch_size": 8, "block_size": 64, "eval_interval": 10, "eval_batches": 4, "log_interval": 5}
 COMMON = ["-e", "model=tiny", "-e", "deadline=900"]
 KILL = {**SMALL, "eval_interval": 100, "ckpt_interval": 10, "pg_timeout": 60}
-# Steps of the stopped-rank run: the stop lands after step 15 (a checkpoint at 10 behind it) and must beat the
+# Steps of the stopped-rank run: the stop lands after step 15 (a checkpoint at 13 behind it) and must beat the
 # end of the run; 85 steps are >= 12 s of training even on a quiet machine, against ~3 s from the step's metric
 # line to the stop (1 s polls). The resume trains them again, so more steps only cost time.
 KILL_STEPS = 100
+# Its checkpoints every 13 steps: the stop must not land inside a save (at 20 with KILL's 10, under the full suite's
+# load it did), where the ranks agree on the setup group, whose timeout is setup_timeout (30 min), not pg_timeout.
+HANG = {**KILL, "ckpt_interval": 13}
 
 
 def payload(values: dict) -> list[str]:
@@ -290,7 +293,7 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
     hosts = lab_cluster["hosts"]
     run_id = f"e2e-hang-{int(time.time())}"
     args = ["-e", "engine=ddp", "-e", f"data={corpus}", "-e", f"steps={KILL_STEPS}", "-e", f"run_id={run_id}"]
-    play = start_train(*args, *payload(KILL))
+    play = start_train(*args, *payload(HANG))
     # Wait until rank 1 has trained past a checkpoint, then stop its workers (the play is ended if that fails).
     try:
         victim = wait_for_step(play, hosts, run_id, 15)
@@ -339,7 +342,7 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
 
     # The resume carries an evaluation gate no 100-step run passes (val loss <= 0.5): the job completes, and the
     # play fails as gate_failed, naming the check (no resume hint: there is nothing left to train).
-    proc = train(*args, "-e", "resume=true", *payload({**KILL, "gate_max_val_loss": 0.5}))
+    proc = train(*args, "-e", "resume=true", *payload({**HANG, "gate_max_val_loss": 0.5}))
     flat = " ".join(proc.stdout.split())
     gate = f"run {run_id} gate_failed: the evaluation gate failed (max_val_loss: val loss"
     assert proc.returncode != 0 and gate in flat, tail(proc)
