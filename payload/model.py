@@ -3,7 +3,6 @@ schedule and MFU arithmetic."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -48,22 +47,21 @@ def hf_config(cfg: TrainConfig, vocab_size: int, eos_id: int):
     a multiple of 64; a config.json keeps its own, which must hold the tokenizer's."""
     from transformers import AutoConfig, LlamaConfig
 
-    if config_only(cfg.init_from):
-        cfg = dataclasses.replace(cfg, model=cfg.init_from)
-    if cfg.model in LLAMA_PRESETS:
+    source = cfg.init_from if config_only(cfg.init_from) else cfg.model
+    if source in LLAMA_PRESETS:
         return LlamaConfig(
             vocab_size=-(-vocab_size // 64) * 64,
             bos_token_id=eos_id,
             eos_token_id=eos_id,
             attention_dropout=cfg.dropout,
-            **LLAMA_PRESETS[cfg.model],
+            **LLAMA_PRESETS[source],
         )
-    path = Path(cfg.model).expanduser()
+    path = Path(source).expanduser()
     if not (path / "config.json").is_file():
-        raise ValueError(f"--model={cfg.model}: no config.json there (a preset name, or a Hugging Face model dir)")
+        raise ValueError(f"--model={source}: no config.json there (a preset name, or a Hugging Face model dir)")
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     if config.vocab_size < vocab_size:
-        raise ValueError(f"--model={cfg.model}: vocab_size {config.vocab_size} < the tokenizer's {vocab_size} tokens")
+        raise ValueError(f"--model={source}: vocab_size {config.vocab_size} < the tokenizer's {vocab_size} tokens")
     if hasattr(config, "attention_dropout"):
         config.attention_dropout = cfg.dropout
     return config

@@ -51,12 +51,13 @@ def stream_files(data: str) -> tuple[str, list[str]]:
     return kinds.pop(), [str(f) for f in files]
 
 
-def open_source(data: str, text_column: str, rank: int, world_size: int):
-    """This rank's documents as a datasets IterableDataset of one column, `text`."""
+def open_source(data: str, text_column: str, rank: int, world_size: int, found: tuple[str, list[str]] | None = None):
+    """This rank's documents as a datasets IterableDataset of one column, `text`. `found`: stream_files(data)
+    where the caller has it already."""
     import datasets
     from datasets.distributed import split_dataset_by_node
 
-    builder, files = stream_files(data)
+    builder, files = found or stream_files(data)
     opts = {"sample_by": "document"} if builder == "text" else {}
     ds = datasets.load_dataset(builder, data_files=files, split="train", streaming=True, **opts)
     if text_column not in (ds.column_names or [text_column]):

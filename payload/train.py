@@ -594,8 +594,8 @@ class Trainer:
         """The tokenizer and this rank's stream (payload/stream.py); no validation ids: its head, once batched."""
         cfg, d = self.cfg, self.dist
         self.tok = self._prepare_tokenizer()
-        builder, files = ST.stream_files(cfg.data)
-        source = ST.open_source(cfg.data, cfg.text_column, d.rank, d.world_size)
+        builder, files = found = ST.stream_files(cfg.data)
+        source = ST.open_source(cfg.data, cfg.text_column, d.rank, d.world_size, found)
         backend = self.tok.backend_tokenizer
 
         def encode(text: str) -> list[int]:
