@@ -117,6 +117,18 @@ def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
     return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60)
 
 
+def ssh_ok(node: str, *command: str, tries: int = 3) -> subprocess.CompletedProcess:
+    """`ssh` for a test's own setup, which must happen: a connection that fails (ssh's exit code 255, as its 5-s
+    ConnectTimeout does on a loaded machine) is tried again, and the command must succeed."""
+    for attempt in range(tries):
+        proc = ssh(node, *command)
+        if proc.returncode != 255:
+            break
+        time.sleep(2 * (attempt + 1))
+    assert proc.returncode == 0, f"{node}: {' '.join(command)} -> {proc.returncode}: {proc.stderr.strip()[-500:]}"
+    return proc
+
+
 def check_artifacts(run_id: str, hosts: list[str]) -> dict:
     run = ARTIFACTS / run_id
     for host in hosts:

@@ -21,6 +21,7 @@ from tests.test_lab_3_train import (  # noqa: F401
     no_training_processes,
     payload,
     ssh,
+    ssh_ok,
     start_train,
     train,
     wait_for_step,
@@ -346,13 +347,15 @@ def test_preflight_names_every_problem_before_anything_starts(lab_cluster, corpu
     and no unit started."""
     hosts, run_id = lab_cluster["hosts"], f"fault-preflight-{int(time.time())}"
     squat = "/opt/rdma-llm/venv/bin/python -m http.server 29500"
-    ssh(hosts[0], "systemd-run", "--unit=lab-port-squat", "--collect", *squat.split())
-    ssh(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=1")
+    ssh_ok(hosts[0], "systemd-run", "--unit=lab-port-squat", "--collect", *squat.split())
     try:
+        ssh_ok(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=1")
+        # The peer must not answer from here: a CI run once found it answering (its setup's ssh unchecked then).
+        assert ssh(hosts[0], "ping", "-c", "1", "-W", "2", "-I", "rdma0", fabric_address(hosts[-1])).returncode != 0
         proc = train("-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL), timeout=600)
     finally:
-        ssh(hosts[0], "systemctl", "stop", "lab-port-squat")
-        ssh(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=0")
+        ssh_ok(hosts[0], "systemctl", "stop", "lab-port-squat")
+        ssh_ok(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=0")
     assert proc.returncode != 0, tail(proc)
     flat = " ".join(proc.stdout.split())
     assert f"{hosts[0]}: rendezvous port 29500 is in use" in flat, tail(proc)

@@ -424,7 +424,9 @@ def test_validate_names_the_node_lost_mid_ladder(lab3, to_stop) -> None:
     assert verdict["left_out"][victim].startswith("unreachable over SSH: "), verdict["left_out"]
     assert verdict["stopped_early"] and all(r["status"] == "skip" for r in verdict["rungs"] if "at" not in r)
     assert f"verdict: FAIL at {verdict['first_failure']}; bad host(s): {victim}" in " ".join(done.stdout.split())
-    assert took < 150, f"validate.yml took {took:.0f} s to name the node lost mid-ladder"
+    # Bounded from the stop (the ladder's rungs before it take what the machine's load makes them take): an SSH
+    # session to a host gone without a reset ends after ansible.cfg's ServerAliveInterval x CountMax (60 s).
+    assert took - stopped_at < 120, f"validate.yml took {took - stopped_at:.0f} s after the stop to name the node"
 
 
 @pytest.fixture
