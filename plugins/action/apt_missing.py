@@ -3,6 +3,9 @@
 One task where a probe task and a conditional apt task were two: on a run with nothing to install, the node
 answers one `dpkg-query` and apt is never loaded. With cache_valid_time 0 (refresh the cache on every run),
 apt always runs. The probe runs in check mode too (it reads only); apt then reports what it would do.
+Recommends are not installed unless asked (install_recommends): a role names every package it uses, and Debian's
+Recommends of its packages bring fonts, X11 and codec libraries onto a server (slurmd, slurmctld, slurmdbd and
+mariadb-server: 141 packages with them, 33 without, on bookworm).
 The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
 
 With `reset_concern`, what apt installed (the packages dpkg shows installed after it and not before, dependencies
@@ -23,10 +26,10 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missin
 
 class ActionModule(ActionBase):
     """Arguments: name (a package or a list), update_cache (default true), cache_valid_time (s, default 3600),
-    reset_concern (record what apt installed under this concern for reset)."""
+    install_recommends (default false), reset_concern (record what apt installed under this concern for reset)."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("name", "update_cache", "cache_valid_time", "reset_concern"))
+    _VALID_ARGS = frozenset(("name", "update_cache", "cache_valid_time", "install_recommends", "reset_concern"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -35,6 +38,7 @@ class ActionModule(ActionBase):
         if not names or not all(isinstance(n, str) and n for n in names):
             raise AnsibleActionFail(f"apt_missing: name must be a package name or a list of them, got {names!r}")
         update_cache = boolean(self._task.args.get("update_cache", True), strict=True)
+        install_recommends = boolean(self._task.args.get("install_recommends", False), strict=True)
         try:
             cache_valid_time = int(self._task.args.get("cache_valid_time", 3600))
         except (TypeError, ValueError) as e:
@@ -61,6 +65,7 @@ class ActionModule(ActionBase):
                     "state": "present",
                     "update_cache": update_cache,
                     "cache_valid_time": cache_valid_time,
+                    "install_recommends": install_recommends,
                 },
                 task_vars=task_vars,
             )

@@ -122,3 +122,37 @@ def test_apt_missing_on_this_controller(tmp_path: Path) -> None:
         "No package matching|must be installed to use check mode", missing.get("msg", "")
     ), missing
     assert bad.get("failed") and "cache_valid_time must be a number" in bad["msg"], bad
+
+
+def _action(args: dict, missing: str = ""):
+    """The action with its task arguments and a node where `missing` is the one package not installed: the apt
+    module is not run, its arguments are kept."""
+    from unittest import mock
+
+    from ansible_collections.rdma_llm.cluster.plugins.action.apt_missing import ActionModule
+
+    task = mock.MagicMock(args=args, check_mode=True, async_val=0)
+    action = ActionModule(task, mock.MagicMock(), mock.MagicMock(), None, None, None)
+    dpkg = "".join(f"{n} {'not-installed' if n == missing else 'installed'}\n" for n in args["name"])
+    action._low_level_execute_command = lambda cmd, **kw: {"rc": 1 if missing else 0, "stdout": dpkg}
+    calls = []
+    action._execute_module = lambda module_name, module_args, **kw: (
+        calls.append((module_name, module_args)) or {"changed": True}
+    )
+    return action, calls
+
+
+def test_apt_gets_no_recommends_unless_asked() -> None:
+    """A role names every package it uses: apt is asked without Recommends, unless install_recommends says so."""
+    action, calls = _action({"name": ["rdma-core", "ethtool"]}, missing="ethtool")
+    result = action.run(task_vars={})
+    assert result["missing"] == ["ethtool"], result
+    ((module, args),) = calls
+    assert module == "ansible.builtin.apt" and args["install_recommends"] is False, args
+    action, calls = _action({"name": ["ethtool"], "install_recommends": "yes"}, missing="ethtool")
+    action.run(task_vars={})
+    assert calls[0][1]["install_recommends"] is True
+    action, calls = _action({"name": ["ethtool"], "install_recommends": "maybe"}, missing="ethtool")
+    with pytest.raises(Exception, match="maybe"):
+        action.run(task_vars={})
+    assert calls == []
