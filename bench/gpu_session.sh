@@ -7,6 +7,7 @@
 #             flight recorder dumped on request (payload/flight.py) on this NCCL
 #   llama:    the ~1B Llama shape (llama-1b) with FSDP2 and torch.compile, block $LLAMA_BLOCK, batch_size=auto
 #   nccl:     the validation ladder's all-reduce probe on this NCCL (one rank), read by rdma_stack's parser
+#   flight:   PyTorch's flight recorders on this NCCL, the payload's dump of them, a pending collective (gpu_flight.py)
 #   bench-a:  payload, bare loop and nanoGPT-shaped reference side by side (bench_payload.py --gpu)
 #   bench-b:  the payload and the reference against bare loops with other options ($VARIANTS)
 # Run from the repository root, with the corpus and GPT-2's BPE files in $DATA/texts and $DATA/gpt2 (copies of the
@@ -34,7 +35,7 @@ phase() { # phase NAME NEED CAP CMD...: CMD under min(CAP, time left) when at le
     timeout "$cap" bash -c '"$@"' "$name" "$@" >"$OUT/$name.log" 2>&1
     rc=$?
     echo "== $name: rc $rc in $((SECONDS - t0)) s"
-    grep -E "^bench: |^step +[0-9]+|^torch.compile|^nccl probe|^parsed:|Error|error:|^python|^NVIDIA|^name|batch_size auto|^model: [0-9]" \
+    grep -E "^bench: |^step +[0-9]+|^torch.compile|^nccl probe|^parsed:|raw_entries|Error|error:|^python|^NVIDIA|^name|batch_size auto|^model: [0-9]" \
         "$OUT/$name.log" | tail -12
 }
 
@@ -103,6 +104,7 @@ for name in $PHASES; do
         e2e) phase e2e 120 200 reference ;;
         llama) phase llama 150 240 llama ;;
         nccl) phase nccl 30 60 nccl_probe ;;
+        flight) phase flight 30 90 python3 bench/gpu_flight.py ;;
         bench-a) phase bench-a 120 220 bench bench-a --loops=bare,reference ;;
         bench-b) phase bench-b 120 $((BUDGET - SECONDS - 10)) bench bench-b --loops=reference --variants="$VARIANTS" ;;
         *) echo "== $name: no such phase" ;;

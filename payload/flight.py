@@ -33,13 +33,40 @@ def _stamp(request: Path) -> str | None:
         return None
 
 
-def dump(out: Path, stamp: str) -> Path:
-    """This rank's buffer (every process group, finished collectives too) as JSON, written whole or not at all."""
-    from torch._C._distributed_c10d import _dump_fr_trace_json
+# torch keeps two recorders: ProcessGroupNCCL's own (dumped by `_dump_nccl_trace_json`, in CUDA builds only) and the
+# generic one of every other backend, gloo here (`_dump_fr_trace_json`). On a GPU the NCCL collectives, the ones a
+# hang waits in, are only in the first (an H200 run of the generic dump alone held the gloo setup group's only).
+RECORDERS = ("_dump_nccl_trace_json", "_dump_fr_trace_json")
 
-    trace = json.loads(_dump_fr_trace_json(True, False))
+
+def traces(c10d=None) -> tuple[list[dict], dict[str, object]]:
+    """Every recorder's entries (finished collectives too), NCCL's first, and per recorder its entry count or why
+    it could not be read; a recorder this torch lacks is left out."""
+    if c10d is None:
+        from torch._C import _distributed_c10d as c10d
+    entries: list[dict] = []
+    said: dict[str, object] = {}
+    for name in RECORDERS:
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            continue
+        try:
+            got = json.loads(fn(True, False)).get("entries") or []
+        except Exception as e:  # one recorder failing must not cost the other's entries
+            said[name] = f"{type(e).__name__}: {e}"
+            continue
+        entries += got
+        said[name] = len(got)
+    return entries, said
+
+
+def dump(out: Path, stamp: str, c10d=None) -> Path:
+    """This rank's recorders (every process group, finished collectives too) as JSON, written whole or not at all:
+    `trace` holds the entries of both (hang.flight_summary reads it), `recorders` what each gave."""
+    entries, said = traces(c10d)
+    record = {"request": stamp, "pid": os.getpid(), "time": time.time(), "trace": {"entries": entries}}
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps({"request": stamp, "pid": os.getpid(), "time": time.time(), "trace": trace}))
+    tmp.write_text(json.dumps({**record, "recorders": said}))
     tmp.replace(out)
     return out
 
