@@ -30,7 +30,8 @@ options:
   install_recommends:
     description:
       - Install the packages' Recommends too. Off by default, so a role lists every package it uses (on bookworm
-        the Slurm roles' packages are 141 with Recommends and 33 without: fonts, X11, codecs, monitoring plugins).
+        the Slurm role's packages are 141 with Recommends and 33 without; the others are fonts, X11, codecs and
+        monitoring plugins).
     type: bool
     default: false
   reset_concern:
