@@ -64,9 +64,9 @@ def dump(out: Path, stamp: str, c10d=None) -> Path:
     """This rank's recorders (every process group, finished collectives too) as JSON, written whole or not at all:
     `trace` holds the entries of both (hang.flight_summary reads it), `recorders` what each gave."""
     entries, said = traces(c10d)
-    record = {"request": stamp, "pid": os.getpid(), "time": time.time(), "trace": {"entries": entries}}
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps({**record, "recorders": said}))
+    record = {"request": stamp, "pid": os.getpid(), "time": time.time()}
+    tmp.write_text(json.dumps({**record, "trace": {"entries": entries}, "recorders": said}))
     tmp.replace(out)
     return out
 

@@ -351,11 +351,14 @@ def test_preflight_names_every_problem_before_anything_starts(lab_cluster, corpu
     try:
         ssh_ok(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=1")
         # The peer must not answer from here: a CI run once found it answering (its setup's ssh unchecked then).
-        assert ssh(hosts[0], "ping", "-c", "1", "-W", "2", "-I", "rdma0", fabric_address(hosts[-1])).returncode != 0
+        # ping's 1 is "no reply" (ssh's own failure is 255, ping's other errors 2).
+        assert ssh(hosts[0], "ping", "-c", "1", "-W", "2", "-I", "rdma0", fabric_address(hosts[-1])).returncode == 1
         proc = train("-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}", *payload(SMALL), timeout=600)
     finally:
-        ssh_ok(hosts[0], "systemctl", "stop", "lab-port-squat")
-        ssh_ok(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=0")
+        try:
+            ssh_ok(hosts[0], "systemctl", "stop", "lab-port-squat")
+        finally:
+            ssh_ok(hosts[-1], "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all=0")
     assert proc.returncode != 0, tail(proc)
     flat = " ".join(proc.stdout.split())
     assert f"{hosts[0]}: rendezvous port 29500 is in use" in flat, tail(proc)

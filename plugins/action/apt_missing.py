@@ -3,9 +3,7 @@
 One task where a probe task and a conditional apt task were two: on a run with nothing to install, the node
 answers one `dpkg-query` and apt is never loaded. With cache_valid_time 0 (refresh the cache on every run),
 apt always runs. The probe runs in check mode too (it reads only); apt then reports what it would do.
-Recommends are not installed unless asked (install_recommends): a role names every package it uses, and Debian's
-Recommends of its packages bring fonts, X11 and codec libraries onto a server (slurmd, slurmctld, slurmdbd and
-mariadb-server: 141 packages with them, 33 without, on bookworm).
+Recommends are not installed unless asked (install_recommends; plugins/modules/apt_missing.py says why).
 The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
 
 With `reset_concern`, what apt installed (the packages dpkg shows installed after it and not before, dependencies

@@ -3,12 +3,12 @@ hang verdict (plugins/module_utils/hang.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
 
 from payload import flight
 
@@ -16,13 +16,6 @@ pytestmark = pytest.mark.payload
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "hang"
-
-
-def hang_rules():
-    spec = importlib.util.spec_from_file_location("hang_rules", ROOT / "plugins" / "module_utils" / "hang.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def recorder(name: str):
@@ -46,7 +39,7 @@ def test_the_dump_holds_the_nccl_recorder_and_the_generic_one(tmp_path: Path) ->
         "_dump_fr_trace_json": len(gloo),
     }
     assert out["trace"]["entries"] == nccl + gloo
-    groups = hang_rules().flight_summary(out["trace"])
+    groups = hang.flight_summary(out["trace"])
     assert any((g["op"] or "").startswith("nccl:") for g in groups.values()), groups
     assert any((g["op"] or "").startswith("gloo:") for g in groups.values()), groups
 
@@ -67,7 +60,6 @@ def test_a_cpu_build_has_the_generic_recorder_only_and_a_failing_one_is_said(tmp
 def test_the_hang_verdict_reads_the_nccl_collective_pending_in_a_real_dump(tmp_path: Path) -> None:
     """The payload's dump recorded on an H200 (NCCL 2.28.9): read as the launch reads a rank's dump, it names the
     NCCL all-reduce still pending (#4 of default_pg), which the generic recorder alone never held."""
-    hang = hang_rules()
     (tmp_path / "fr-rank0.json").write_text((FIXTURES / "fr_payload_dump_h200.json").read_text())
     got = hang.read_flight(str(tmp_path), [0], "gpu-flight", wait=0, sleep=lambda s: None)
     assert got[0]["default_pg"] == {"last": 4, "op": "nccl:all_reduce", "pending": 4, "pending_op": "nccl:all_reduce"}
