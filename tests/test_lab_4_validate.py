@@ -231,7 +231,17 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     proc = validate_with_traffic(traffic, *SHORT, "-e", f"train_data={corpus}")
     folder, verdict = latest_verdict(before, proc)
     by = rungs(verdict)
-    for name in ("inventory", "reachability", "node_health", "slurm", "path_mtu", "tcp_bw", "allreduce", "switch"):
+    for name in (
+        "inventory",
+        "reachability",
+        "node_health",
+        "slurm",
+        "path_mtu",
+        "tcp_bw",
+        "allreduce",
+        "collectives",
+        "switch",
+    ):
         assert by[name]["status"] == "pass", by[name]
     # Slurm: the 3 nodes idle, one srun step on each, and the leaf-spine topology the switches' ports give: the
     # file the role wrote from the inventory is the one slurmctld reads back (`scontrol show topology`, the rung).
@@ -267,6 +277,11 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     ar = by["allreduce"]
     assert ar["backend"] == "gloo" and ar["world"] == 3 and ar["value"] > 0, ar
     assert len(ar["sweep"]) == 3 and all(s["correct"] and s["busbw_gbps"] > 0 for s in ar["sweep"]), ar["sweep"]
+    # The same run's all-gather, reduce-scatter and all-to-all: correct on every rank, each size measured.
+    coll = by["collectives"]
+    assert coll["world"] == 3 and set(coll["sweeps"]) == {"all_gather", "reduce_scatter", "all_to_all"}, coll
+    assert all(len(s) == 3 and all(r["correct"] and r["busbw_gbps"] > 0 for r in s) for s in coll["sweeps"].values())
+    assert "bisection" not in ar and "bisection" not in coll
     # Every switch's RoCE ports, host-facing and uplinks, were read before and after: the pauses and marks are
     # seen, no drops.
     sw = by["switch"]
@@ -295,7 +310,11 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     host's switch port during the run, and the switch rung names switch, port and host."""
     before = existing()
     leaf, port = host_port(throttled)
-    small = ["-e", "keep_going=true", "-e", '{"cluster_validate_allreduce_sizes": [65536]}']
+    # The collectives at one small size (the throttled link is 10 Mbit/s), and an all-reduce floor (veth has no line
+    # rate): 0.05 Gb/s busbw, 256 KiB in 56 ms; through the 10 Mbit/s tbf it takes ~0.28 s, between healthy lab
+    # nodes ~1 ms.
+    small = ["-e", "keep_going=true", "-e", '{"cluster_validate_allreduce_sizes": [262144]}',
+             "-e", '{"cluster_validate_collective_floor_gbps": {"all_reduce": 0.05}}']  # fmt: skip
     proc = validate_with_traffic({leaf: {port: {"3": {"dropped": 5, "tx-pause": 900}}}}, *SHORT, *small)
     assert proc.returncode != 0, "a throttled host must fail the ladder"
     _, verdict = latest_verdict(before, proc)
@@ -322,8 +341,13 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
         assert p["gbps"] is not None or (throttled in p["pair"] and p.get("error")), p
     assert sorted(verdict["matrix"]["failed"]) == verdict["bad_pairs"]
     assert "[FAIL] tcp_bw" in proc.stdout and "[SKIP] rdma_bw" in proc.stdout
-    # Went on: the all-reduce ran (a small size: the throttled link is 10 Mbit/s), the switch rung read the drops.
-    assert by["allreduce"]["status"] == "pass" and by["allreduce"]["world"] == 3, by["allreduce"]
+    # Went on: the all-reduce ran below its floor, and its bisection (lab-node1+2 alone fast) names the host; the
+    # other collectives, without a floor, are reported. The switch rung read the drops.
+    ar = by["allreduce"]
+    assert ar["status"] == "fail" and ar["world"] == 3 and ar["bad_hosts"] == [throttled], ar
+    assert ar["suspects"] == [throttled] and f"bisection names {throttled} (1 round(s): " in ar["reason"], ar
+    assert [g["group"] for r in ar["bisection"]["rounds"] for g in r] == [[0, 1]], ar["bisection"]
+    assert by["collectives"]["status"] == "pass" and by["collectives"]["threshold"] is None, by["collectives"]
     switch = by["switch"]
     assert switch["status"] == "fail" and switch["value"] == 5 and switch["bad_hosts"] == [throttled], switch
     assert (

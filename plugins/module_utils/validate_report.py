@@ -48,7 +48,7 @@ def markdown(verdict: dict) -> str:
     for rung in verdict["rungs"]:
         notes = rung.get("notes") or []
         failed = [c for c in rung.get("checks") or [] if c["status"] == "fail"]
-        if not notes and not failed and not rung.get("pairs") and not rung.get("sweep"):
+        if not notes and not failed and not rung.get("pairs") and not rung.get("sweep") and not rung.get("sweeps"):
             continue
         lines += ["", f"## {rung['name']}", ""]
         lines += [f"- note: {n}" for n in notes]
@@ -70,6 +70,20 @@ def markdown(verdict: dict) -> str:
             lines += [
                 f"| {r['bytes']} | {_cell(r['algbw_gbps'])} | {_cell(r['busbw_gbps'])} | {r['correct']} |"
                 for r in rung["sweep"]
+            ]
+        if rung.get("sweeps"):
+            lines += ["", "| collective | bytes | algbw Gb/s | busbw Gb/s | correct |", "|---|---|---|---|---|"]
+            lines += [
+                f"| {name} | {r['bytes']} | {_cell(r['algbw_gbps'])} | {_cell(r['busbw_gbps'])} | {r['correct']} |"
+                for name, sweep in rung["sweeps"].items()
+                for r in sweep
+            ]
+        if rung.get("bisection"):
+            b = rung["bisection"]
+            lines += [
+                "",
+                f"Bisection of {b['collective']} at {b['bytes']} bytes (floor {b['floor_gbps']:g} Gb/s): "
+                f"suspects {', '.join(rung.get('suspects') or [])}" + (f" ({b['reason']})" if b.get("reason") else ""),
             ]
     if verdict.get("matrix"):
         lines += ["", "![bandwidth matrix](bandwidth.png)"]

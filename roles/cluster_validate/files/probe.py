@@ -4,9 +4,11 @@ The node's own checks (node_health, nic_counters) are rdma-node-check's: module 
 
   probe.py ping --targets JSON [--df]                      every peer on every rail at once (path MTU with --df)
   probe.py pair server|client --tool T --rails JSON ...    one end of a pair test on every rail: iperf3, perftest
-  probe.py allreduce --rank R --world N --master A ...     all-reduce busbw over a size sweep (the venv's python)
+  probe.py allreduce --rank R --world N --master A ...     collectives' busbw over a size sweep, bisected when slow
+                                                           (the venv's python)
 
-Each prints one JSON object; every decision is made on the controller (cluster_validate filters).
+Each prints one JSON object; every decision is made on the controller (cluster_validate filters), but for the
+way a bisection goes (against the floor the controller passed).
 """
 
 from __future__ import annotations
@@ -166,12 +168,160 @@ def allreduce_expected(world: int) -> float:
     return world * (world + 1) / 2
 
 
-def allreduce(args) -> dict:
-    """Rank 0 hosts the store. Each size: warm-up, then `iters` timed all-reduces of float32 tensors;
-    algbw = bytes / time, busbw = algbw x 2(n-1)/n (the nccl-tests definition). The result is also checked
-    (every rank contributes rank+1, so each element must equal n(n+1)/2) on every rank: each returns the sizes
-    where its own result was wrong (`wrong`), rank 0 the sweep. On NCCL, every rank returns the lines of NCCL's
-    debug log that say which transport it used."""
+# nccl-tests' bus bandwidth (doc/PERFORMANCE.md): busbw = algbw x this factor of the rank count, so that every
+# collective's busbw compares with the links' speed whatever the count. Size is nccl-tests' too: the larger buffer
+# (all-gather's output, reduce-scatter's input).
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+
+
+def chunk_values(name: str, rank: int, n: int) -> tuple[list[float], list[float]]:
+    """What rank `rank` of `n` sends (one value per chunk of its input) and must receive (per chunk of its output).
+    Every chunk carries a value its sender and place fix, so a chunk delivered to the wrong place or rank is seen:
+    all-reduce r+1 (sum n(n+1)/2); all-gather r+1 (chunk j holds j+1); reduce-scatter chunk j holds r+1+j (rank j
+    gets n(n+1)/2 + n*j); all-to-all chunk j holds r*n+j (chunk i of rank j's output holds i*n+j)."""
+    if name == "all_reduce":
+        return [rank + 1.0], [allreduce_expected(n)]
+    if name == "all_gather":
+        return [rank + 1.0], [j + 1.0 for j in range(n)]
+    if name == "reduce_scatter":
+        return [rank + 1.0 + j for j in range(n)], [allreduce_expected(n) + n * rank]
+    if name == "all_to_all":
+        return [rank * n + j + 0.0 for j in range(n)], [i * n + rank + 0.0 for i in range(n)]
+    raise ValueError(f"unknown collective {name}")
+
+
+def measure(dist, torch, name: str, size: int, group, rank: int, n: int, iters: int, warmup: int, device) -> dict:
+    """`iters` timed calls of one collective over `group` (this rank is `rank` of its `n`), after `warmup` ones.
+    Returns the nccl-tests numbers and whether this rank's output was right."""
+    per = max(1, size // 4 // n)  # float32 elements per chunk; the larger buffer holds n chunks
+    send_vals, want_vals = chunk_values(name, rank, n)
+
+    def filled(values):
+        return torch.cat([torch.full((per,), v, dtype=torch.float32, device=device) for v in values])
+
+    send, want = filled(send_vals), filled(want_vals)
+    if name == "all_reduce":  # in place over the full size: each call starts again from the rank's values
+        send, want = torch.cat([send] * n), torch.cat([want] * n)
+        out = torch.empty_like(send)
+
+        def call():
+            out.copy_(send)
+            dist.all_reduce(out, group=group)
+
+    elif name == "all_gather":
+        out = torch.empty(per * n, dtype=torch.float32, device=device)
+
+        def call():
+            dist.all_gather_into_tensor(out, send, group=group)
+    elif name == "reduce_scatter":
+        out = torch.empty(per, dtype=torch.float32, device=device)
+
+        def call():
+            dist.reduce_scatter_tensor(out, send, group=group)
+    else:
+        out = torch.empty(per * n, dtype=torch.float32, device=device)
+
+        def call():
+            dist.all_to_all_single(out, send, group=group)
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        call()
+    dist.barrier(group=group)
+    sync()
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    sync()
+    seconds = (time.perf_counter() - start) / iters
+    nbytes = per * n * 4
+    algbw = nbytes * 8 / seconds / 1e9
+    return {
+        "bytes": nbytes,
+        "seconds": round(seconds, 6),
+        "algbw_gbps": round(algbw, 3),
+        "busbw_gbps": round(algbw * BUS_FACTOR[name](n), 3),
+        "correct": bool(torch.equal(out, want)),
+    }
+
+
+# --------------------------------------------------------------------------------- bisection
+# When a collective over every node is below its floor, the nodes are halved and each half runs it alone (both
+# halves at once, each its own process group): the slow half holds the slow node, and so on — NVIDIA's cluster
+# readiness engine isolates one bad node in log2(N) such rounds. A half of one node borrows a node from outside
+# the suspects (presumed good: one slow node assumed), so the last round is node + known-good pairs. Which way the
+# bisection goes is the one decision taken on the node, against the floor the controller computed and passed;
+# the controller judges every measured number again.
+
+
+def bisect_halves(world: int, suspects: list[int]) -> list[tuple[list[int], list[int] | None]]:
+    """The suspects in two halves, each with the group that tests it (None: a half of one node with nobody
+    outside the suspects to pair it with)."""
+    half = (len(suspects) + 1) // 2
+    helpers = [r for r in range(world) if r not in suspects]
+    halves = []
+    for part in (suspects[:half], suspects[half:]):
+        if len(part) >= 2:
+            halves.append((part, part))
+        elif part and helpers:
+            halves.append((part, sorted([*part, helpers.pop(0)])))
+        elif part:
+            halves.append((part, None))
+    return halves
+
+
+def bisect_next(halves: list[tuple[list[int], list[int] | None]], slow: list[bool | None]) -> tuple[list[int], str]:
+    """The next suspects from one round (slow: per half, True/False, None where untested), and why the bisection
+    stops there ("" while it goes on)."""
+    (a, _), (b, _) = halves
+    sa, sb = slow
+    if sa and sb:
+        return a + b, "both halves are slow alone: more than one slow node"
+    if sa is False and sb is False:
+        return a + b, "each half is fast alone: slow only all together (the fabric between them, not a node)"
+    if sa or sb is False:
+        return a, ""
+    return b, ""
+
+
+def bisect(world: int, run_round, floor: float) -> dict:
+    """Bisect the ranks until one is left or a round cannot tell. run_round(groups) -> busbw (Gb/s) per group,
+    each group's collective run at once. Returns {"suspects" (ranks), "rounds", "reason"}."""
+    suspects, rounds, reason = list(range(world)), [], ""
+    while len(suspects) > 1 and not reason:
+        halves = bisect_halves(world, suspects)
+        groups = [g for _, g in halves if g]
+        if not groups:
+            reason = "too few nodes to halve"
+            break
+        busbw = dict(zip(map(tuple, groups), run_round(groups), strict=True))
+        slow = [None if g is None else busbw[tuple(g)] < floor for _, g in halves]
+        rounds.append(
+            [
+                {"group": g, "busbw_gbps": busbw[tuple(g)], "slow": s}
+                for (_, g), s in zip(halves, slow, strict=True)
+                if g
+            ]
+        )
+        suspects, reason = bisect_next(halves, slow)
+    return {"suspects": suspects, "rounds": rounds, "reason": reason}
+
+
+# ------------------------------------------------------------------------------------------- collectives
+
+
+def collectives(args) -> dict:
+    """Rank 0 hosts the store. Each collective of `--collectives`, each size of the sweep (`--gpu-sizes` on NCCL):
+    warm-up, then `iters` timed calls on float32 tensors, busbw by nccl-tests' factors. Every rank checks its own
+    output (`chunk_values`) and returns the sizes where it was wrong (`wrong`, per collective); rank 0 returns the
+    sweeps (`collectives`; `results`: the all-reduce's). A collective whose largest size is below its `--floor`
+    is bisected over the nodes at that size (`bisection`). On NCCL, every rank returns the lines of NCCL's debug
+    log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "=" + args.ifname)  # exact name (NCCL matches a prefix otherwise)
 
@@ -184,8 +334,12 @@ def allreduce(args) -> dict:
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     logdir = Path(tempfile.mkdtemp(prefix="validate-nccl-")) if backend == "nccl" else None
     if logdir:  # NCCL reads its environment when the process group starts
+        torch.cuda.set_device(device)
         os.environ.update(nccl_env(args))
         os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(logdir / "nccl.%h.%p"))
+    names = [c for c in args.collectives.split(",") if c]
+    floors = dict((k, float(v)) for k, v in (f.split("=", 1) for f in args.floor or []))
+    sizes = [int(s) for s in ((args.gpu_sizes if backend == "nccl" and args.gpu_sizes else args.sizes).split(",")) if s]
     out = {"ok": True, "rank": args.rank, "world": args.world, "backend": backend}
     try:
         store = dist.TCPStore(
@@ -194,42 +348,33 @@ def allreduce(args) -> dict:
         dist.init_process_group(
             backend, store=store, rank=args.rank, world_size=args.world, timeout=timedelta(seconds=args.timeout)
         )
-        n = args.world
-        expected = allreduce_expected(n)
-        results, wrong = [], []
-        for size in (int(s) for s in args.sizes.split(",") if s):
-            tensor = torch.empty(max(1, size // 4), dtype=torch.float32, device=device)
-            for _ in range(args.warmup):
-                dist.all_reduce(tensor.fill_(1.0))
-            tensor.fill_(float(args.rank + 1))
-            dist.barrier()
-            if backend == "nccl":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            for i in range(args.iters):
-                if i:
-                    tensor.fill_(float(args.rank + 1))
-                dist.all_reduce(tensor)
-            if backend == "nccl":
-                torch.cuda.synchronize()
-            seconds = (time.perf_counter() - start) / args.iters
-            correct = bool(torch.all(tensor == expected).item())
-            if not correct:
-                wrong.append(tensor.numel() * 4)
-            algbw = tensor.numel() * 4 * 8 / seconds / 1e9
-            results.append(
-                {
-                    "bytes": tensor.numel() * 4,
-                    "seconds": round(seconds, 6),
-                    "algbw_gbps": round(algbw, 3),
-                    "busbw_gbps": round(algbw * 2 * (n - 1) / n, 3),
-                    "correct": correct,
-                }
-            )
+        n, world = args.world, dist.group.WORLD
+        sweeps, wrong = {}, {}
+        for name in names:
+            sweeps[name] = []
+            for size in sizes:
+                result = measure(dist, torch, name, size, world, args.rank, n, args.iters, args.warmup, device)
+                sweeps[name].append(result)
+                if not result["correct"]:
+                    wrong.setdefault(name, []).append(result["bytes"])
+        # Rank 0's timing decides for every rank: all must take the same branch.
+        slow = [None]
+        if args.rank == 0:
+            slow = [next((c for c in names if c in floors and sweeps[c][-1]["busbw_gbps"] < floors[c]), None)]
+        dist.broadcast_object_list(slow, src=0)
+        if slow[0] and n > 1:
+            out["bisection"] = dict(
+                collective=slow[0],
+                bytes=sizes[-1],
+                floor_gbps=floors[slow[0]],
+                **bisect(n, lambda groups: bisect_round(dist, torch, args, slow[0], sizes[-1], groups, device),
+                         floors[slow[0]]),
+            )  # fmt: skip
         dist.destroy_process_group()
         out["wrong"] = wrong
         if args.rank == 0:
-            out["results"] = results
+            out["collectives"] = sweeps
+            out["results"] = sweeps.get("all_reduce", [])
     except Exception as exc:  # reported with the rank, the controller names the host
         out = {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
     finally:
@@ -238,6 +383,23 @@ def allreduce(args) -> dict:
             out["nccl_ib_hca"] = os.environ.get("NCCL_IB_HCA")
             shutil.rmtree(logdir, ignore_errors=True)
     return out
+
+
+def bisect_round(dist, torch, args, name: str, size: int, groups: list[list[int]], device) -> list[float]:
+    """One bisection round: every rank creates every group (torch.distributed's rule), the members of each run
+    the collective at once, and every rank learns each group's busbw (its first rank's timing)."""
+    handles = [dist.new_group(g) for g in groups]
+    mine = None
+    for g, handle in zip(groups, handles, strict=True):
+        if args.rank in g:
+            result = measure(
+                dist, torch, name, size, handle, g.index(args.rank), len(g), args.iters, max(1, args.warmup), device
+            )
+            mine = [g, result["busbw_gbps"]] if g.index(args.rank) == 0 else None
+    every = [None] * args.world
+    dist.all_gather_object(every, mine)
+    busbw = {tuple(e[0]): e[1] for e in every if e}
+    return [busbw[tuple(g)] for g in groups]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -263,19 +425,22 @@ def parser() -> argparse.ArgumentParser:
     )
     pair_ap.add_argument("--wait", type=float, default=20.0, help="client: how long to retry a server not yet up")
     pair_ap.set_defaults(run=pair_test)
-    ar_ap = sub.add_parser("allreduce", help="all-reduce bus bandwidth over a size sweep, every node at once")
+    ar_ap = sub.add_parser("allreduce", help="collectives' bus bandwidth over a size sweep, every node at once")
     ar_ap.add_argument("--rank", type=int, required=True)
     ar_ap.add_argument("--world", type=int, required=True)
     ar_ap.add_argument("--master", required=True)
     ar_ap.add_argument("--port", type=int, required=True)
     ar_ap.add_argument("--ifname", required=True)
+    ar_ap.add_argument("--collectives", default="all_reduce", help=f"comma-separated, of {', '.join(BUS_FACTOR)}")
     ar_ap.add_argument("--sizes", default="1048576,8388608,33554432", help="bytes, comma-separated")
+    ar_ap.add_argument("--gpu-sizes", default="", help="bytes, comma-separated, on NCCL (default: --sizes)")
+    ar_ap.add_argument("--floor", action="append", help="COLLECTIVE=GBPS: busbw below it at the largest size bisects")
     ar_ap.add_argument("--iters", type=int, default=5)
     ar_ap.add_argument("--warmup", type=int, default=1)
     ar_ap.add_argument("--timeout", type=float, default=60.0)
     ar_ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     ar_ap.add_argument("--env", action="append", help="KEY=VALUE for NCCL (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_TC)")
-    ar_ap.set_defaults(run=allreduce)
+    ar_ap.set_defaults(run=collectives)
     return ap
 
 

@@ -352,15 +352,15 @@ def test_allreduce_rung_fails_a_wrong_result_naming_the_rank() -> None:
         {"bytes": 1 << 24, "algbw_gbps": 6.0, "busbw_gbps": 8.0, "correct": True},
     ]
     out = {
-        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "gloo", "results": results, "wrong": []},
-        "n2": {"ok": True, "rank": 1, "wrong": [1 << 24]},
+        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "gloo", "results": results, "wrong": {}},
+        "n2": {"ok": True, "rank": 1, "wrong": {"all_reduce": [1 << 24]}},
     }
     # Fast, and wrong on rank 1: the rung fails and names that node, whatever the bandwidth.
     rung = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["reason"] == "wrong all-reduce result at 16777216 bytes on n2"
     assert rung["bad_hosts"] == ["n2"] and rung["checks"][-1]["check"] == "allreduce result"
     # Rank 0's own result wrong (its sweep says so).
-    out["n2"]["wrong"] = []
+    out["n2"]["wrong"] = {}
     results[0]["correct"] = False
     rung = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["reason"] == "wrong all-reduce result at 1048576 bytes"
@@ -417,12 +417,13 @@ def _two_ranks(corrupt_rank: int | None) -> dict:
 def test_allreduce_probe_checks_the_result_on_every_rank() -> None:
     pytest.importorskip("torch")
     good = _two_ranks(None)
-    assert good["n1"]["ok"] and good["n1"]["wrong"] == [] and good["n2"]["wrong"] == [], good
+    assert good["n1"]["ok"] and good["n1"]["wrong"] == {} and good["n2"]["wrong"] == {}, good
     assert [r["correct"] for r in good["n1"]["results"]] == [True, True]
     assert vr.evaluate_allreduce(good, {"n1": None, "n2": None})["status"] == "pass"
     # Rank 1 gets a wrong sum: rank 0's result is right, so only rank 1's own check can see it.
     bad = _two_ranks(1)
-    assert [r["correct"] for r in bad["n1"]["results"]] == [True, True] and bad["n2"]["wrong"] == [4096, 65536], bad
+    assert [r["correct"] for r in bad["n1"]["results"]] == [True, True], bad
+    assert bad["n2"]["wrong"] == {"all_reduce": [4096, 65536]}, bad
     rung = vr.evaluate_allreduce(bad, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2"], rung
     assert rung["reason"] == "wrong all-reduce result at 4096, 65536 bytes on n2"
