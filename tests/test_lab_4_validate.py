@@ -209,7 +209,7 @@ def health_skips_honestly(by: dict, hosts: list[str]) -> None:
     blind."""
     health = {(c["host"], c["check"]): c for c in by["node_health"]["checks"]}
     gpu_checks = ("gpus", "gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
-                  "gpu persistence", "nvlink", "gpu nic affinity", "dcgm diag")  # fmt: skip
+                  "gpu persistence", "nvlink", "gpu nic affinity", "pcie acs", "dcgm diag")  # fmt: skip
     for host in hosts:
         assert [health[(host, n)]["detail"] for n in gpu_checks] == ["no GPU"] * len(gpu_checks), health
         assert health[(host, "port counters")]["detail"] == "no RDMA port counters (no RDMA device)", health

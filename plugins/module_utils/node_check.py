@@ -107,6 +107,11 @@ DEFAULTS = {
     # nearest fabric NIC further than `gpu_nic_warn_above` warns; across NUMA nodes (over `gpu_nic_fail_above`) fails.
     "gpu_nic_warn_above": "PXB",
     "gpu_nic_fail_above": "NODE",
+    # PCIe ACS redirecting peer-to-peer requests or completions on a PCIe switch port above a GPU or fabric NIC:
+    # P2P and GPUDirect RDMA go up through the root complex, slow or broken (NCCL user guide, Troubleshooting, "PCI
+    # Access Control Services (ACS)": on bare metal disable it, in the BIOS or with setpci). `warn` by default: a
+    # VM's passthrough needs ACS on, and the host's bridges are the hypervisor's.
+    "pcie_acs": "warn",
 }
 CHOICES = {
     "sw_power_cap": ("report", "warn"),
@@ -114,6 +119,7 @@ CHOICES = {
     "stack_mismatch": ("warn", "fail", "report"),
     "gpu_nic_warn_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
     "gpu_nic_fail_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
+    "pcie_acs": ("warn", "fail", "report"),
 }
 # nvidia-smi topo -m's distances, nearest first (NVML's common-ancestor levels).
 PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -401,6 +407,52 @@ def pci_places(root: Path, gpus: list[str], ifnames: list[str]) -> dict:
         "gpus": {bdf: pci_place(root, root / "sys/bus/pci/devices" / bdf) for bdf in gpus},
         "nics": {n: pci_place(root, root / "sys/class/net" / n / "device") for n in ifnames},
     }
+
+
+# The ACS extended capability (PCIe base spec 7.7.11) and its control register's bits, low bit first, named as
+# lspci prints them (`ACSCtl: SrcValid+ TransBlk- ReqRedir+ ...`, pciutils ls-ecaps.c).
+ACS_CAP_ID = 0x000D
+ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmplRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+# The two that send peer-to-peer traffic up to the root complex.
+ACS_REDIRECT = ("ReqRedir", "CmplRedir")
+BDF_RE = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def acs_control(config: bytes) -> dict | None:
+    """The ACS Control register of a PCIe function from its config space (sysfs `config`; only root reads past
+    the first 256 bytes, where the extended capabilities are): {bit name: on}, None without an ACS capability or
+    with the extended space unreadable."""
+    offset, seen = 0x100, set()
+    while 0x100 <= offset <= len(config) - 8 and offset not in seen:
+        seen.add(offset)
+        header = int.from_bytes(config[offset : offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            return None
+        if header & 0xFFFF == ACS_CAP_ID:
+            control = int.from_bytes(config[offset + 6 : offset + 8], "little")
+            return {name: bool(control >> bit & 1) for bit, name in enumerate(ACS_BITS)}
+        offset = (header >> 20) & 0xFFC
+    return None
+
+
+def switch_ports(place: dict | None) -> list[str]:
+    """The PCIe switch ports above a device: its path less the host bridge, the root port and itself."""
+    return [p for p in (place or {"path": []})["path"][2:-1] if BDF_RE.fullmatch(p)]
+
+
+def pci_acs(root: Path, places: dict) -> dict:
+    """{bdf: ACS control or None} of every PCIe switch port above the GPUs and fabric NICs; `readable`: whether
+    the extended config space could be read at all (root, and a real PCIe device)."""
+    ports = sorted({b for kind in ("gpus", "nics") for p in (places.get(kind) or {}).values() for b in switch_ports(p)})
+    devices = root / "sys/bus/pci/devices"
+    out = {}
+    for bdf in ports:
+        try:
+            config = (devices / bdf / "config").read_bytes()
+        except OSError:
+            config = b""
+        out[bdf] = {"readable": len(config) > 0x100, "control": acs_control(config)}
+    return out
 
 
 # Where NCCL (and UCX) look for a GPU peer-memory client, the kernel side of GPUDirect RDMA: nvidia_peermem,
@@ -876,6 +928,7 @@ def collect(config: dict, root="/", tools: Tools | None = None, now: float | Non
             smi = parse_nvidia_smi(facts["nvidia_smi"]["out"]) or {"gpus": []}
             gpus = sorted({*gpus, *(pci_bdf(g["pci"]) for g in smi["gpus"] if g["pci"])})
         facts["pci"] = pci_places(root, gpus, ifnames)
+        facts["pci_acs"] = pci_acs(root, facts["pci"])
         level = t["dcgm_level"]
         if level and (facts["gpus_proc"]["count"] or (facts["nvidia_smi"] or {}).get("rc") == 0):
             limit = t["dcgm_timeout_s"].get(str(level), 2700)
@@ -1180,7 +1233,9 @@ def _per_gpu(j: Judge, name, gpus, judge, what):
 
 
 GPU_CHECKS = ("gpu xid", "gpu ecc", "gpu row remap", "gpu retired pages", "gpu throttle", "gpu pcie",
-              "gpu persistence", "nvlink", "gpu nic affinity", "dcgm diag")  # fmt: skip
+              "gpu persistence", "nvlink", "gpu nic affinity", "pcie acs", "dcgm diag")  # fmt: skip
+# The checks nvidia-smi's output decides (skipped with its reason where it did not run).
+SMI_CHECKS = GPU_CHECKS[1:8]
 
 
 def gpu_checks(j: Judge):
@@ -1212,11 +1267,12 @@ def gpu_checks(j: Judge):
         return
     _xid_check(j, smi["gpus"] if smi else [])
     if smi is None:
-        for name in GPU_CHECKS[1:-2]:
+        for name in SMI_CHECKS:
             j.add(name, "skip", why)
     else:
         _gpu_smi_checks(j, smi["gpus"])
     _affinity_check(j)
+    _acs_check(j)
     _dcgm_check(j)
 
 
@@ -1243,6 +1299,31 @@ def _affinity_check(j: Judge):
         else:
             status = "pass"
         j.add("gpu nic affinity", status, detail, value=PCI_LEVELS[level])
+
+
+def _acs_check(j: Judge):
+    """The PCIe switch ports above each GPU and fabric NIC must not redirect peer-to-peer traffic (ACS ReqRedir,
+    CmplRedir): `pcie_acs` decides warn, fail or report."""
+    acs = j.facts.get("pci_acs") or {}
+    if not acs:
+        j.add("pcie acs", "skip", "no PCIe switch above the GPUs and fabric NICs (or no PCI place)")
+        return
+    unreadable = sorted(b for b, a in acs.items() if not a["readable"])
+    if len(unreadable) == len(acs):
+        j.add("pcie acs", "skip", "the PCIe extended config space is unreadable (not root?)")
+        return
+    redirecting = {b: [n for n in ACS_REDIRECT if a["control"][n]] for b, a in sorted(acs.items()) if a["control"]}
+    redirecting = {b: bits for b, bits in redirecting.items() if bits}
+    if not redirecting:
+        j.add("pcie acs", "pass", f"no ACS redirect on the {len(acs)} PCIe switch port(s) above the GPUs and NICs")
+        return
+    mode = j.t["pcie_acs"]
+    for bdf, bits in redirecting.items():
+        detail = f"{bdf}: ACS {' '.join(b + '+' for b in bits)}: peer-to-peer and GPUDirect RDMA go through the root"
+        detail += (
+            f" complex; disable it in the BIOS or with `setpci -s {bdf} ECAP_ACS+0x6.w=0000` (NCCL troubleshooting)"
+        )
+        j.add("pcie acs", "pass" if mode == "report" else mode, detail)
 
 
 def _xid_check(j: Judge, gpus):

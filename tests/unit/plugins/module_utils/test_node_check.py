@@ -323,10 +323,10 @@ def test_a_real_h200_is_judged_here_as_the_command_judged_it_there() -> None:
     facts = gpu_facts("nvidia_smi_h200.xml", log="", nvlink={"rc": 0, "out": "", "err": ""})
     facts["nvidia_smi"]["out"] = fixture("nvidia_smi_h200.xml")  # as recorded: its own PCI address
     j = judge(facts, config(gpus=1))
-    later = [c for c in j.checks if c["check"] == "gpu nic affinity"]
+    later = [c for c in j.checks if c["check"] in ("gpu nic affinity", "pcie acs")]
     assert [c for c in j.checks if c not in later] == recorded["checks"] and status(j) == recorded["status"] == "pass"
-    # The affinity check came after the recording, whose sysfs was not kept: skipped here for want of it.
-    assert [c["status"] for c in later] == ["skip"], later
+    # The affinity and ACS checks came after the recording, whose sysfs was not kept: skipped here for want of it.
+    assert [c["status"] for c in later] == ["skip", "skip"], later
 
 
 def test_gpu_count_below_the_expected_fails() -> None:
@@ -686,7 +686,7 @@ def test_command_on_a_lab_node_passes_with_every_skip_said(tmp_path: Path, capsy
     assert skips["gpus"] == "no GPU" and skips["port counters"] == "no RDMA port counters (no RDMA device)"
     assert skips["link flaps"] == "kernel log not readable (journalctl not installed; dmesg not installed)"
     assert nc.main([*args, "--brief"]) == 0
-    assert capsys.readouterr().out == "pass: 2 checks passed, 17 skipped\n"
+    assert capsys.readouterr().out == "pass: 2 checks passed, 18 skipped\n"
 
 
 def test_command_exit_codes(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -964,6 +964,75 @@ def test_affinity_skips_without_pci_places(tmp_path: Path) -> None:
     j = nc.evaluate(nc.collect(config(), root, FakeTools({}), NOW, groups=("gpu",)), config())
     assert one(j, "gpu nic affinity")["status"] == "skip"
     assert one(j, "gpu nic affinity")["detail"] == "no fabric NIC on PCI (a virtual interface has no PCI place)"
+
+
+# ------------------------------------------------------------------------------------ PCIe ACS
+
+
+def acs_config(control: int | None, before: int = 0x0001) -> bytes:
+    """4096 bytes of PCIe config space (what root reads from sysfs `config`): at 0x100 an extended capability of
+    ID `before` (AER, 0x0001) pointing to 0x148, there the ACS capability (0x000D, version 1, last) with the
+    control register `control` at +6; no ACS capability at all where control is None."""
+    space = bytearray(4096)
+    if control is None:
+        space[0x100:0x104] = (before | 1 << 16).to_bytes(4, "little")
+        return bytes(space)
+    space[0x100:0x104] = (before | 1 << 16 | 0x148 << 20).to_bytes(4, "little")
+    space[0x148:0x14C] = (0x000D | 1 << 16).to_bytes(4, "little")
+    space[0x14C:0x14E] = (0x007F).to_bytes(2, "little")  # ACS capability: every feature there
+    space[0x14E:0x150] = control.to_bytes(2, "little")
+    return bytes(space)
+
+
+def test_acs_control_read_from_config_space() -> None:
+    # lspci's `ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmplRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-` is 0x001D.
+    got = nc.acs_control(acs_config(0x001D))
+    assert got == {"SrcValid": True, "TransBlk": False, "ReqRedir": True, "CmplRedir": True, "UpstreamFwd": True,
+                   "EgressCtrl": False, "DirectTrans": False}  # fmt: skip
+    assert nc.acs_control(acs_config(0)) == dict.fromkeys(nc.ACS_BITS, False)
+    assert nc.acs_control(acs_config(None)) is None  # no ACS capability
+    assert nc.acs_control(acs_config(0x1D)[:64]) is None  # read as non-root: the header only
+    loop = bytearray(acs_config(None))
+    loop[0x100:0x104] = (0x0001 | 1 << 16 | 0x100 << 20).to_bytes(4, "little")  # a capability pointing to itself
+    assert nc.acs_control(bytes(loop)) is None
+
+
+def test_acs_redirect_on_a_switch_port_above_a_gpu_warns(tmp_path: Path) -> None:
+    switch = "pci0000:17/0000:17:01.0/0000:18:00.0"  # a root port and a PCIe switch's upstream port
+    gpus = {"0000:1a:00.0": (f"{switch}/0000:19:00.0/0000:1a:00.0", 0)}
+    root = pci_tree(tmp_path, gpus, (f"{switch}/0000:19:01.0/0000:1b:00.0", 0))
+    ports = {"0000:18:00.0": 0, "0000:19:00.0": 0x001D, "0000:19:01.0": 0x0001}
+    for bdf, control in ports.items():
+        (root / "sys/bus/pci/devices" / bdf).resolve().mkdir(parents=True, exist_ok=True)
+        if not (root / "sys/bus/pci/devices" / bdf).exists():
+            path = next(p for p in (root / "sys/devices").rglob(bdf))
+            (root / "sys/bus/pci/devices" / bdf).symlink_to(path)
+        (root / "sys/bus/pci/devices" / bdf / "config").write_bytes(acs_config(control))
+    facts = nc.collect(config(), root, FakeTools({}), NOW, groups=("gpu",))
+    assert sorted(facts["pci_acs"]) == sorted(ports)  # the switch's ports; not the root port 0000:17:01.0
+    acs = checks(nc.evaluate(facts, config()), "pcie acs")
+    assert [(c["status"], c["detail"].split(":")[0:4]) for c in acs] == [
+        ("warn", ["0000", "19", "00.0", " ACS ReqRedir+ CmplRedir+"])
+    ]
+    assert "setpci -s 0000:19:00.0 ECAP_ACS+0x6.w=0000" in acs[0]["detail"]
+    assert [c["status"] for c in checks(nc.evaluate(facts, config(thresholds={"pcie_acs": "fail"})), "pcie acs")] == [
+        "fail"
+    ]
+    assert [c["status"] for c in checks(nc.evaluate(facts, config(thresholds={"pcie_acs": "report"})), "pcie acs")] == [
+        "pass"
+    ]
+    # Redirect off everywhere: one pass line; config space unreadable (not root): skipped, said why.
+    (root / "sys/bus/pci/devices/0000:19:00.0/config").write_bytes(acs_config(0x0011))
+    facts = nc.collect(config(), root, FakeTools({}), NOW, groups=("gpu",))
+    assert [(c["status"], c["detail"]) for c in checks(nc.evaluate(facts, config()), "pcie acs")] == [
+        ("pass", "no ACS redirect on the 3 PCIe switch port(s) above the GPUs and NICs")
+    ]
+    for bdf in ports:
+        (root / "sys/bus/pci/devices" / bdf / "config").write_bytes(acs_config(0x001D)[:64])
+    facts = nc.collect(config(), root, FakeTools({}), NOW, groups=("gpu",))
+    assert [(c["status"], c["detail"]) for c in checks(nc.evaluate(facts, config()), "pcie acs")] == [
+        ("skip", "the PCIe extended config space is unreadable (not root?)")
+    ]
 
 
 # ------------------------------------------------------------------------------------ Slurm's health check
