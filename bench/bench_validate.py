@@ -55,9 +55,12 @@ def spans(verdict: dict) -> dict[str, float]:
 
     return {
         "to_path_mtu_s": between(start, at.get("path_mtu")),
-        "pairs_s": between(at.get("path_mtu"), at.get("tcp_bw")),
-        "allreduce_s": between(at.get("tcp_bw"), at.get("allreduce")),
-        "rest_s": between(at.get("allreduce"), end),
+        # The cabling rung (LLDP reads) sits between path_mtu and the pair rounds where the ladder has it.
+        "cabling_s": between(at.get("path_mtu"), at.get("cabling")),
+        "pairs_s": between(at.get("cabling") or at.get("path_mtu"), at.get("tcp_bw")),
+        # The all-reduce and the other collectives are one probe run: both rungs are its time.
+        "allreduce_s": between(at.get("tcp_bw"), at.get("collectives") or at.get("allreduce")),
+        "rest_s": between(at.get("collectives") or at.get("allreduce"), end),
     }
 
 

@@ -418,6 +418,35 @@ def fabric_plan(nodes: list[Node], leaves: int, spines: int) -> list[FabricSwitc
     return switches
 
 
+def lldp_wiring(nodes: list[Node], fabric: list[FabricSwitch] | None) -> dict[str, dict]:
+    """What LLDP sees on each switch port of the lab's cables, {switch: {port: neighbour}}: a host's lldpd (its
+    name, its fabric interface as port id: lldpd's `portidsubtype ifname`), a switch's (its name, its port). The
+    single switch has node i on Ethernet1/i (inventory/lab/group_vars/switches); a fabric, what fabric_plan wired,
+    read back from its port descriptions (`<peer> <port>`)."""
+    if not fabric:
+        return {
+            SWITCH_NAME: {
+                f"Ethernet1/{i}": {"system_name": n.name, "port_id": FABRIC_IFNAME, "port_description": FABRIC_IFNAME}
+                for i, n in enumerate(nodes, 1)
+            }
+        }
+    wiring = {}
+    for sw in fabric:
+        wiring[sw.name] = {}
+        for item in (*sw.host_interfaces, *sw.uplink_interfaces):
+            peer, port = item["description"].split()[:2]
+            wiring[sw.name][item["name"]] = {"system_name": peer, "port_id": port, "port_description": port}
+    return wiring
+
+
+def write_lldp(wiring: dict[str, dict]) -> None:
+    """Each emulator's lldp.json (re-read at every `show lldp neighbors detail`)."""
+    for name, ports in wiring.items():
+        directory = SWITCH_DIR if name == SWITCH_NAME else FABRIC_DIR / name
+        if directory.is_dir():
+            (directory / "lldp.json").write_text(json.dumps(ports, indent=1))
+
+
 def fabric_inventory(switches: list[FabricSwitch], ports: dict[str, int]) -> list[str]:
     """The `switches` group of the lab inventory for a leaf-spine lab (children leaves and spines),
     each switch with its own port lists; the policy itself comes from group_vars/switches."""
@@ -576,6 +605,7 @@ def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1, slurm: bo
         stop_fabric()
         ports = {}
         port = start_switch()
+    write_lldp(lldp_wiring(nodes, fabric if ports else None))
     vault.password_file()
     write_inventory(nodes, port, fabric if ports else None, ports, rails, slurm)
     state = {

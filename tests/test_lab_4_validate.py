@@ -356,6 +356,39 @@ def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     assert "[FAIL] switch" in proc.stdout and f"bad host(s): {throttled}" in proc.stdout
 
 
+@pytest.fixture
+def swapped(lab3):
+    """lab-node1 and lab-node3 swapped on lab-leaf1 (Ethernet1/1 and 1/2): each emulator's LLDP serves its
+    lldp.json, the lab's wiring, re-read at every show."""
+    path = FABRIC[0].directory / "lldp.json"
+    wiring = json.loads(path.read_text())
+    one, three = host_port(lab3[0])[1], host_port(lab3[2])[1]
+    path.write_text(json.dumps(wiring | {one: wiring[three], three: wiring[one]}))
+    try:
+        yield one, three
+    finally:
+        path.write_text(json.dumps(wiring))
+
+
+def test_validate_names_both_ends_of_a_swapped_cable(lab3, swapped) -> None:
+    """Two hosts' cables swapped on their leaf: every link still works, so only LLDP against the inventory's map
+    can tell; the ladder stops at `cabling` naming both switch ports and both hosts, before any traffic."""
+    before = existing()
+    proc = validate_streamed(*SHORT)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    _, verdict = latest_verdict(before, proc)
+    assert verdict["first_failure"] == "cabling" and verdict["stopped_early"], verdict["rungs"]
+    assert verdict["bad_hosts"] == sorted([lab3[0], lab3[2]]), verdict
+    cabling = rungs(verdict)["cabling"]
+    one, three = swapped
+    leaf = FABRIC[0].name
+    assert cabling["reason"] == (
+        f"{leaf} {one}: LLDP sees {lab3[2]} rdma0; the inventory has {lab3[0]} rdma0 there; "
+        f"{leaf} {three}: LLDP sees {lab3[0]} rdma0; the inventory has {lab3[2]} rdma0 there"
+    ), cabling
+    assert cabling["value"] == 2 and "[FAIL] cabling" in proc.stdout
+
+
 def start_again(victim: str, peers: list[str]) -> None:
     """A stopped lab host started again, back with SSH and its fabric address (netplan's config at boot) for
     whatever runs next."""

@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="JSON counters added to the emulator's own at every show (default: counters.json beside the state file)",
     )
     parser.add_argument(
+        "--lldp-file",
+        type=Path,
+        help="JSON of what is cabled to each port, served by `show lldp neighbors detail` (default: lldp.json beside "
+        "the state file)",
+    )
+    parser.add_argument(
         "--unsupported",
         action="append",
         default=[],
@@ -112,11 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     counters_file = args.counters_file
     if counters_file is None and args.state_file:
         counters_file = args.state_file.with_name("counters.json")
+    lldp_file = args.lldp_file
+    if lldp_file is None and args.state_file:
+        lldp_file = args.state_file.with_name("lldp.json")
     device = Device(
         info=info,
         state_file=args.state_file,
         command_log=command_log,
         counters_file=counters_file,
+        lldp_file=lldp_file,
         unsupported=tuple(args.unsupported),
         reject=tuple(args.reject_config),
     )

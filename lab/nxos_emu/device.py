@@ -60,6 +60,10 @@ class Device:
     state_file: Path | None = None
     command_log: Path | None = None
     counters_file: Path | None = None
+    # What is cabled to each port, as LLDP would see it ({"Ethernet1/1": {"system_name", "port_id",
+    # "port_description", "chassis_id"}}): the lab writes it from its wiring, a test rewrites it to swap a cable.
+    # Re-read at every show.
+    lldp_file: Path | None = None
     # Exec commands this "release" lacks (prefixes, full words): answered `% Invalid command`, to test
     # how a caller copes with an older or smaller NX-OS.
     unsupported: tuple[str, ...] = ()
@@ -337,6 +341,41 @@ class Device:
             queues, nodrop = self.queue_table(port)
             out += [*render_queuing(port, queues, nodrop, self.counters), ""]
         return out
+
+    def show_lldp_neighbors_detail(self) -> list[str]:
+        """`show lldp neighbors detail` in NX-OS's layout, from the lldp file; `% Invalid command` while `feature lldp`
+        is off (NX-OS has no LLDP commands then)."""
+        if self.running.find("feature lldp") is None:
+            raise CliError(INVALID, None)
+        try:
+            cabled = json.loads(self.lldp_file.read_text()) if self.lldp_file else {}
+        except (OSError, ValueError):
+            cabled = {}
+        out = [
+            "Capability codes:",
+            "  (R) Router, (B) Bridge, (T) Telephone, (C) DOCSIS Cable Device",
+            "  (W) WLAN Access Point, (P) Repeater, (S) Station, (O) Other",
+            "Device ID            Local Intf      Hold-time  Capability  Port ID  ",
+            "",
+        ]
+        ports = sorted(cabled, key=lambda p: [int(n) for n in re.findall(r"\d+", p)])
+        for port in ports:
+            n = cabled[port]
+            out += [
+                f"Chassis id: {n.get('chassis_id') or '0000.0000.0000'}",
+                *([f"Port id: {n['port_id']}"] if n.get("port_id") else []),
+                f"Local Port id: {port.replace('Ethernet', 'Eth', 1)}",
+                f"Port Description: {n.get('port_description') or ''}",
+                f"System Name: {n.get('system_name') or ''}",
+                f"System Description: {n.get('system_description') or 'Debian GNU/Linux 12 (bookworm) Linux'}",
+                "Time remaining: 98 seconds",
+                "System Capabilities: B, R",
+                "Enabled Capabilities: R",
+                f"Management Address: {n.get('management_address') or 'not advertised'}",
+                "Vlan ID: not advertised",
+                "",
+            ]
+        return [*out, f"Total entries displayed: {len(ports)}"]
 
     def show_version(self) -> list[str]:
         up = _dt.datetime.now() - self.booted
@@ -711,7 +750,13 @@ class Session:
             "user-account",
             "policy-map",
             "queuing",
+            "lldp",
         )
+        if what == "lldp":
+            args.kw("neighbors")
+            args.kw("detail")
+            args.end()
+            return dev.show_lldp_neighbors_detail()
         if what == "version":
             args.end()
             return dev.show_version()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_validate as nxos_validate
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as slurm_rules
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
@@ -357,6 +357,7 @@ VARIABLES: tuple[Var, ...] = (
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
+    Var("nxos_roce_qos_lldp", SWITCHES, boolean()),
     Var("nxos_roce_qos_pfc_watchdog_per_port", SWITCHES, boolean()),
     Var("nxos_roce_qos_save", SWITCHES, boolean()),
     Var("nxos_roce_qos_backup", SWITCHES, boolean()),
@@ -1353,6 +1354,30 @@ def slurm_partitions(inv: Inventory) -> Iterator[Problem]:
             )
 
 
+def _aliases(inv: Inventory, nodes: list[str], switches: list[str]) -> dict[str, str]:
+    """alias -> inventory host or switch, as a port's description or LLDP may name it."""
+    names: dict[str, str] = {}
+    for h in nodes:
+        for alias in (h, h.split(".")[0], inv.get(h, "common_hostname")):
+            if isinstance(alias, str):
+                names.setdefault(alias, h)
+    names.update({sw: sw for sw in switches})
+    return names
+
+
+@rule
+def cabling_map(inv: Inventory) -> Iterator[Problem]:
+    """The switches' port map can be true (module_utils/cabling.py): no host NIC or switch port at the far end of
+    two ports, no `peer` that is no inventory name, every uplink listed back by its far end."""
+    switches = inv.members(SWITCHES)
+    if any("variables" in inv.unreadable.get(sw, {}) for sw in switches):
+        return  # reported as unreadable
+    names = _aliases(inv, inv.members(NODES), switches)
+    links = cabling.links({sw: _switch_ports(inv, sw) for sw in switches}, names)
+    for where, var, message in cabling.map_problems(links, list(inv.hostvars)):
+        yield Problem(where, var, message)
+
+
 @rule
 def slurm_topology(inv: Inventory) -> Iterator[Problem]:
     """With slurm_topology auto on a fabric of several switches, a port of some switch names every node (the
@@ -1365,12 +1390,7 @@ def slurm_topology(inv: Inventory) -> Iterator[Problem]:
     if any("variables" in inv.unreadable.get(sw, {}) for sw in switches):
         return  # reported as unreadable
     nodes = inv.members(NODES)
-    names: dict[str, str] = {}
-    for h in nodes:
-        for alias in (h, h.split(".")[0], inv.get(h, "common_hostname")):
-            if isinstance(alias, str):
-                names.setdefault(alias, h)
-    names.update({sw: sw for sw in switches})
+    names = _aliases(inv, nodes, switches)
     ports = {sw: _switch_ports(inv, sw) for sw in switches}
     placed = slurm_rules.topology(ports, nodes, names, {h: h for h in nodes})
     for host in placed["unplaced"]:

@@ -245,6 +245,7 @@ def nic(root: Path, ifname: str) -> dict:
     return {
         "name": ifname,
         "exists": True,
+        "address": read(base / "address"),
         "operstate": read(base / "operstate"),
         "carrier": int(read(base / "carrier") or 0),
         "mtu": int(read(base / "mtu") or 0),
@@ -1691,6 +1692,8 @@ def run(config: dict, root="/", state_dir=None, only=None, tools=None, now=None,
         "notes": j.notes,
         "rail_speeds": rates,
         "speed": min((r for r in rates.values() if r is not None), default=None),
+        # The fabric NICs' MACs: lldpd's default LLDP port id, which the ladder's cabling rung matches.
+        "macs": {n: f["address"] for n, f in (facts.get("nic") or {}).items() if f.get("address")},
         "rdma": {"state": "present" if devices else "none", "devices": devices},
         "stack": facts.get("stack") or {},
         "counters": {

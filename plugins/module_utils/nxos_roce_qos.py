@@ -235,6 +235,9 @@ def nxos_roce_qos_postcheck(running, pfc, expected):
         f"{expected['cnp_queue']} (CNP) has `priority level 1`",
     )
 
+    if expected.get("lldp"):
+        check("lldp", "feature lldp" in tree, "`feature lldp` (DCBX, and the ladder's cabling rung)")
+
     if expected.get("pfc_watchdog"):
         check(
             "pfc_watchdog",

@@ -332,7 +332,8 @@ def plan_restore(
 
     Without a baseline (`None`: it was not kept, or the switch was configured by a version of the role that kept
     none) the target is the switch without any managed block, the same as a baseline that had none of them: ports
-    lose every line the role sets (their MTU then falls back to the NX-OS default)."""
+    lose every line the role sets (their MTU then falls back to the NX-OS default). A `feature` the role enables
+    stays on then: it may have been on before, and other config may use it."""
     original = {key(n.line): n for n in parse(running_text)}
     running = parse(running_text)
     intent = parse(intent_text)
@@ -349,6 +350,8 @@ def plan_restore(
     globals_gone: list[tuple[int, str]] = []
     for k in keys:
         have, target, shown = by_key.get(k), base.get(k), original.get(k)
+        if k.startswith("feature ") and baseline_text is None:
+            target = have  # no kept config shows the feature off: it may predate the role, and others use it
         target_keys = {key(c.line) for c in target.children} if target is not None else set()
         owned = _restore_owner(k, wanted.get(k), target_keys)
         for node, views in ((shown, before_nodes), (target, after_nodes)):
@@ -368,7 +371,7 @@ def plan_restore(
             if sub or have.line != target.line:
                 commands += [(0, target.line), *sub]
             continue
-        if not k.startswith(("interface ", "system qos")):  # a global line (the PFC watchdog)
+        if not k.startswith(("interface ", "system qos")):  # a global line (the PFC watchdog, feature lldp)
             if target is None:
                 globals_gone.append((0, f"no {have.line}"))
             elif target.line != have.line:

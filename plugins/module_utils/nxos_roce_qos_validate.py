@@ -148,6 +148,9 @@ def name_problem(value):
     return None
 
 
+PEER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
+
+
 def interface_problem(item, index, mtu_default, speeds=None):
     """Problems of one nxos_roce_qos_interfaces item (a dict with name, mtu, description, speed);
     `speeds` are the speeds the ECN threshold table has rows for."""
@@ -162,9 +165,14 @@ def interface_problem(item, index, mtu_default, speeds=None):
         )
     else:
         where = name
-    unknown = sorted(set(item) - {"name", "mtu", "description", "speed"})
+    unknown = sorted(set(item) - {"name", "mtu", "description", "speed", "peer", "peer_port"})
     if unknown:
         problems.append(f"{where}: unknown keys {unknown}")
+    # The far end of the port's cable (module_utils/cabling.py): an inventory name and an interface name, never
+    # rendered, but read back from LLDP and printed: one word each.
+    for far in ("peer", "peer_port"):
+        if item.get(far) not in (None, "") and not (isinstance(item[far], str) and PEER_RE.fullmatch(item[far])):
+            problems.append(f"{where}: {far} must be one word of letters, digits and ._:/@-, got {item[far]!r}")
     if as_int(item.get("mtu", mtu_default), 576, 9216, even=True) is None:
         problems.append(f"{where}: mtu must be an even number 576-9216, got {item.get('mtu', mtu_default)!r}")
     if item.get("description") not in (None, ""):

@@ -271,6 +271,11 @@ def lost_hosts(results):
     return out
 
 
+def stdout_if_ok(res):
+    """A command's stdout where it ran and succeeded (rc 0), else None (not installed, its daemon down, skipped)."""
+    return res.get("stdout") if isinstance(res, dict) and res.get("rc") == 0 else None
+
+
 def host_json(hostvars_of_host, register):
     """The JSON a probe script printed on one host (its last `{...}` line), or {"error": ...}."""
     res = hostvars_of_host.get(register) if hostvars_of_host else None
@@ -310,6 +315,7 @@ FILTERS = {
     "cluster_validate_switch_counters_of": switch_counters_of,
     "cluster_validate_measurements": measurements,
     "cluster_validate_host_json": host_json,
+    "cluster_validate_stdout_if_ok": stdout_if_ok,
     "cluster_validate_reach_result": reach_result,
     "cluster_validate_unreachable": unreachable_hosts,
     "cluster_validate_lost_hosts": lost_hosts,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as slurm_rules
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_stack_nccl import parse_nccl_log
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.validate_pairing import (
@@ -905,6 +905,49 @@ def evaluate_slurm(nodes, topology_text, srun, hosts, aliases, expected_topology
     )
 
 
+def evaluate_cabling(hostvars, switches, nodes, switch_lldp, host_lldp=None, macs=None):
+    """Rung cabling: the inventory's port map (cabling.links: each RoCE port's `peer`/`peer_port`, else its
+    description's first two words) against LLDP from the switches (switch_lldp: switch -> `show lldp neighbors
+    detail` text; a switch not read is absent) and from the hosts (host_lldp: host -> `lldpcli -f json0 show
+    neighbors` text, None where lldpd is not installed). macs: host -> {interface: MAC}."""
+    switches, nodes = list(switches or []), list(nodes or [])
+    if not switches:
+        return make_rung("cabling", "skip", reason="no switch in the inventory (group switches)")
+    names = slurm_rules.host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
+    names |= {sw.split(".")[0]: sw for sw in switches}
+    links = cabling.links(slurm_rules.switch_ports(hostvars, switches), names)
+    switch_seen = {sw: cabling.parse_nxos_lldp(text) for sw, text in (switch_lldp or {}).items() if text is not None}
+    host_seen = {
+        h: (cabling.parse_lldpcli(text) if text is not None else None) for h, text in (host_lldp or {}).items()
+    }
+    checks = [
+        _check(c["where"], "cabling", c["status"], c["detail"])
+        for c in cabling.compare(links, switch_seen, host_seen, names, macs)
+    ]
+    failed = [c for c in checks if c["status"] == "fail"]
+    bad = set()
+    for link in links:
+        if link["kind"] == "host" and any(c["host"] in (cabling.end(link), cabling.far(link)) for c in failed):
+            bad.add(link["peer"])
+    notes = cabling.strangers(links, switch_seen)
+    passed = [c for c in checks if c["status"] == "pass"]
+    if failed:
+        status = "fail"
+        reason = "; ".join(c["detail"] for c in failed[:6]) + (f"; {len(failed) - 6} more" if len(failed) > 6 else "")
+    elif passed:
+        status = "pass"
+        reason = f"{len(passed)} link end(s) as the inventory says"
+        skipped = sorted({c["detail"] for c in checks if c["status"] == "skip"})
+        reason += f"; not seen: {', '.join(skipped[:4])}" if skipped else ""
+    else:
+        status = "skip"
+        reason = "; ".join(sorted({c["detail"] for c in checks})[:6]) or "no RoCE port in the inventory's map"
+    return make_rung(
+        "cabling", status, reason=reason, value=len(failed), threshold=0, unit="links",
+        bad_hosts=sorted(bad), checks=checks, notes=notes, links=links,
+    )  # fmt: skip
+
+
 # Filter name -> rule (plugins/filter/cluster_validate.py exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
     "cluster_validate_rung": make_rung,
@@ -920,6 +963,7 @@ FILTERS = {
     "cluster_validate_collective_floors": collective_floors,
     "cluster_validate_switch": evaluate_switch,
     "cluster_validate_switch_port_hosts": switch_port_hosts,
+    "cluster_validate_cabling": evaluate_cabling,
     "cluster_validate_stress_class": stress_class,
     "cluster_validate_train": evaluate_train,
     "cluster_validate_host_errors": evaluate_host_errors,

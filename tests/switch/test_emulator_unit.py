@@ -450,3 +450,27 @@ def test_dir_lists_bootflash_file_names_as_nx_os_does(dev, cli):
     run(cli, "checkpoint file bootflash:nxos_roce_qos.ckpt")
     listing = run(cli, "dir bootflash:")
     assert listing[0].split()[-1] == "nxos_roce_qos.ckpt" and listing[-1].endswith("bytes free")
+
+
+def test_lldp_neighbours_come_from_the_wiring_file_once_lldp_is_on(cli, dev, tmp_path):
+    """`show lldp neighbors detail` has no command until `feature lldp`; then it serves the lab's wiring file
+    (re-read per show, so a test can swap a cable) in the layout the ladder's parser reads."""
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling
+
+    assert run(cli, "show lldp neighbors detail") == ["% Invalid command at '^' marker."]
+    assert errors(run(cli, "configure terminal", "feature lldp", "end")) == []
+    dev.lldp_file = tmp_path / "lldp.json"
+    assert cli.handle("show lldp neighbors detail")[-1] == "Total entries displayed: 0"  # no file yet: nothing cabled
+    dev.lldp_file.write_text(
+        '{"Ethernet1/2": {"system_name": "lab-node3", "port_id": "rdma0", "port_description": "rdma0"},'
+        ' "Ethernet1/10": {"system_name": "lab-spine1", "port_id": "Ethernet1/1"}}'
+    )
+    seen = cabling.parse_nxos_lldp("\n".join(cli.handle("show lldp neighbors detail")))
+    assert seen == {
+        "Ethernet1/2": {"system_name": "lab-node3", "port_id": "rdma0", "port_description": "rdma0",
+                        "chassis_id": "0000.0000.0000"},
+        "Ethernet1/10": {"system_name": "lab-spine1", "port_id": "Ethernet1/1", "port_description": None,
+                         "chassis_id": "0000.0000.0000"},
+    }  # fmt: skip
+    assert errors(run(cli, "configure terminal", "no feature lldp", "end")) == []
+    assert run(cli, "show lldp neighbors detail") == ["% Invalid command at '^' marker."]

@@ -48,6 +48,31 @@ def test_fabric_plan_wires_hosts_to_leaves_and_leaves_to_spines():
         cluster.fabric_plan([cluster.Node(i) for i in range(1, 9)], leaves=1, spines=1)
 
 
+def test_lab_lldp_wiring_is_the_inventorys_map():
+    """What each emulator's LLDP serves (lab_wiring) is the map the ladder reads from the same inventory: every
+    link end passes, none is left unmapped, and the single switch has node i on Ethernet1/i."""
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling
+
+    nodes = [cluster.Node(i) for i in range(1, 6)]
+    fabric = cluster.fabric_plan(nodes, leaves=2, spines=2)
+    wiring = cluster.lldp_wiring(nodes, fabric)
+    assert wiring["lab-spine2"]["Ethernet1/2"] == {
+        "system_name": "lab-leaf2", "port_id": "Ethernet1/7", "port_description": "Ethernet1/7"
+    }  # fmt: skip
+    names = {n.name: n.name for n in nodes} | {sw.name: sw.name for sw in fabric}
+    ports = {sw.name: [*sw.host_interfaces, *sw.uplink_interfaces] for sw in fabric}
+    links = cabling.links(ports, names)
+    seen = {sw: {p: n for p, n in w.items()} for sw, w in wiring.items()}
+    checks = cabling.compare(links, seen, {}, names)
+    assert len(checks) == 5 + 2 * 2 * 2 and {c["status"] for c in checks} == {"pass"}, checks
+    assert cabling.strangers(links, seen) == []
+    single = cluster.lldp_wiring(nodes[:2], None)
+    assert single == {cluster.SWITCH_NAME: {
+        "Ethernet1/1": {"system_name": "lab-node1", "port_id": "rdma0", "port_description": "rdma0"},
+        "Ethernet1/2": {"system_name": "lab-node2", "port_id": "rdma0", "port_description": "rdma0"},
+    }}  # fmt: skip
+
+
 def test_two_leaves_and_a_spine_converge_with_one_policy_and_rerun_sends_only_reads(tmp_path):
     nodes = [cluster.Node(i) for i in range(1, 5)]
     fabric = cluster.fabric_plan(nodes, leaves=2, spines=1)

@@ -194,7 +194,7 @@ def test_check_mode_shows_the_change_and_alters_nothing(emulator, switch_run):
     assert run.stats("lab-switch")["changed"] == 1  # the plan reports the pending change
     planned = run.result("lab-switch", "push | Plan, checkpoint, push and verify")
     assert "rolled_back" not in planned and "saved" not in planned, "check mode stops after the plan"
-    assert planned["diff"]["after"].startswith("priority-flow-control watch-dog-interval on\n")
+    assert planned["diff"]["after"].startswith("feature lldp\npriority-flow-control watch-dog-interval on\n")
     assert "+system qos\n+  service-policy type network-qos ROCE_NETWORK_QOS\n" in planned["unified_diff"]
     result = run.fact("lab-switch", "nxos_roce_qos_result")
     assert result["check_mode"] and not result["passed"]  # reported, not enforced, in check mode

@@ -154,6 +154,11 @@ def both(*changes: Callable[[C.Inventory], None]) -> Callable[[C.Inventory], Non
     return change
 
 
+def second_switch(inv: C.Inventory) -> None:
+    inv.groups["switches"] = ["sw", "sw2"]
+    inv.hostvars["sw2"] = copy.deepcopy(SWITCH) | {"ansible_host": "192.168.48.11"}
+
+
 SHARES = "must add up to 100 (the egress shares of the RoCE, fabric TCP and default classes)"
 TCP_NOT_ROCE = (
     "only RoCE may carry the no-drop class's DSCP (cluster_tcp_lossless: true marks fabric TCP with it instead)"
@@ -626,6 +631,33 @@ BAD: list[tuple[str, Callable[[C.Inventory], None], list[str]]] = [
         ],
     ),
     (
+        "one-nic-on-two-switches",
+        both(
+            second_switch,
+            setv("sw", "nxos_roce_qos_interfaces", [{"name": "Ethernet1/1/1", "description": "n1 ens192 RoCE"}]),
+            setv("sw2", "nxos_roce_qos_interfaces", [{"name": "Ethernet1/3", "peer": "n1", "peer_port": "ens192"}]),
+        ),
+        [
+            "sw2: nxos_roce_qos_host_interfaces n1 ens192 is on sw Ethernet1/1/1 and on sw2 Ethernet1/3: one cable "
+            "cannot end on two ports"
+        ],
+    ),
+    (
+        "port-peer-unknown",
+        setv("sw", "nxos_roce_qos_interfaces", [{"name": "Ethernet1/1/1", "peer": "n9", "peer_port": "ens192"}]),
+        ["sw: nxos_roce_qos_host_interfaces sw Ethernet1/1/1: peer 'n9' is no host or switch of the inventory"],
+    ),
+    (
+        "port-peer-injection",
+        setv(
+            "sw", "nxos_roce_qos_interfaces", [{"name": "Ethernet1/1/1", "peer": "n1", "peer_port": "ens192\nreload"}]
+        ),
+        [
+            "sw: nxos_roce_qos_interfaces Ethernet1/1/1: peer_port must be one word of letters, digits and ._:/@-, "
+            "got 'ens192\\nreload'"
+        ],
+    ),
+    (
         "switch-port-twice",
         setv("sw", "nxos_roce_qos_interfaces", [{"name": "Ethernet1/1"}, {"name": "Ethernet1/1"}]),
         ["sw: nxos_roce_qos_interfaces Ethernet1/1 is listed twice"],
@@ -866,11 +898,6 @@ def slurm(*changes: Callable[[C.Inventory], None]) -> Callable[[C.Inventory], No
 
 def on_nodes(name: str, value) -> Callable[[C.Inventory], None]:
     return both(setv("n1", name, value), setv("n2", name, copy.deepcopy(value)))
-
-
-def second_switch(inv: C.Inventory) -> None:
-    inv.groups["switches"] = ["sw", "sw2"]
-    inv.hostvars["sw2"] = copy.deepcopy(SWITCH) | {"ansible_host": "192.168.48.11"}
 
 
 TOPOLOGY_FIX = "so topology.conf cannot place it: describe its port as '<host> <nic>' or set slurm_topology: none"
