@@ -197,17 +197,42 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     the engines share all but the start and the watch of the job)."""
     engine = "fsdp"
     run_id = f"e2e-{engine}-{int(time.time())}"
-    proc = train(
+    hosts = lab_cluster["hosts"]
+    play = start_train(
         "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}",
         "-e", f"model={llama_dir}", *payload(SMALL),
     )  # fmt: skip
-    assert proc.returncode == 0, tail(proc)
-    assert all(r["failed"] == 0 for r in play_recap(proc.stdout).values())
+    counters = cluster.SWITCH_DIR / "counters.json"
+    try:
+        out = read_until(play, "PLAY [Train | watch", 900)
+        # While the job runs, the lossless class drops on the second node's switch port (the emulator re-reads its
+        # counters file at every show): the run's fabric account must say so, naming port and host.
+        counters.write_text(json.dumps({"Ethernet1/2": {"3": {"dropped": 5, "tx-pause": 40, "ecn-marked": 7}}}))
+        out += finish(play, 900)
+    finally:
+        counters.unlink(missing_ok=True)
+    assert play.returncode == 0, out[-4000:]
+    assert all(r["failed"] == 0 for r in play_recap(out).values())
     # The plan read each host's rdma_qos fact (NCCL's QPs per connection and traffic class; unused here: the lab has
     # no RDMA device).
-    flat = " ".join(proc.stdout.split())
-    assert flat.count("rdma qos: NCCL_IB_QPS_PER_CONNECTION=1 NCCL_IB_TC=") == len(lab_cluster["hosts"]), tail(proc)
-    hosts = lab_cluster["hosts"]
+    flat = " ".join(out.split())
+    assert flat.count("rdma qos: NCCL_IB_QPS_PER_CONNECTION=1 NCCL_IB_TC=") == len(hosts), out[-4000:]
+    # The fabric during this run: read at launch and at the end; the switch port's drops make it lossy; the lab's
+    # veth NICs have no RDMA counters, said per host, not passed.
+    fabric = json.loads((ARTIFACTS / run_id / "fabric.json").read_text())
+    assert fabric["lossless"] is False and fabric["ports"]["lab-switch:Ethernet1/2"] == {
+        "host": hosts[1], "pause_rx": 0, "pause_tx": 40, "ecn_marked": 7, "drops": 5
+    }, fabric  # fmt: skip
+    assert fabric["reason"] == (
+        f"lab-switch Ethernet1/2 ({hosts[1]}): 5 dropped in qos-group 3, 0 PFC pauses received, 40 sent, 7 ECN-marked"
+    ), fabric
+    assert fabric["ports"]["lab-switch:Ethernet1/1"]["drops"] == 0 and fabric["ports"]["lab-switch:Ethernet1/1"][
+        "host"] == hosts[0]  # fmt: skip
+    assert {h: a["detail"] for h, a in fabric["hosts"].items()} == dict.fromkeys(
+        hosts, "no RDMA port counters (no RDMA device)"
+    ), fabric["hosts"]
+    assert "Lossless during this run: **no**" in (ARTIFACTS / run_id / "report.md").read_text()
+    assert "fabric: lossless during this run: NO" in flat
     check_artifacts(run_id, hosts)
     report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
     assert report["outcome"] == "completed" and report["final_step"] == 30
@@ -270,6 +295,10 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     assert manifest["slurm"]["nodes"] == hosts and manifest["outcome"] == "completed", manifest
     report = json.loads((ARTIFACTS / first / "report.json").read_text())
     assert report["outcome"] == "completed" and report["final_step"] == 30
+    # The same fabric account through Slurm: nothing dropped on the switch's ports during the run.
+    fabric = json.loads((ARTIFACTS / first / "fabric.json").read_text())
+    assert fabric["lossless"] is True and fabric["reason"].startswith("no drop in qos-group 3 on "), fabric
+    assert {p["host"] for p in fabric["ports"].values()} == set(hosts), fabric["ports"]
     assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
     assert (ARTIFACTS / first / "loss.png").stat().st_size > 1000
     for host in hosts:

@@ -12,6 +12,9 @@ the survivors at once instead of waiting for their collective timeout. With `min
 hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
 prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
 
+Every poll also reads the RDMA ports' error and congestion counters (train_launch.SAMPLED_COUNTERS); the
+samples come back in `counter_samples` for the run's fabric account (module_utils/train_fabric.py).
+
 A hang: when rank 0's metrics do not move for `hang_after` seconds while the job runs, that host writes
 `signal_dir/@stall.json` (no host name holds "@"); every host then dumps its ranks' stacks and states once (module
 train_hang_dump, py-spy) into its job record and its logs, before the collective's own timeout (the payload's
@@ -34,6 +37,8 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_laun
 
 display = Display()
 STALL_FILE = "@stall.json"
+# Counter samples a watch keeps (one per poll until then; train_fabric.py plots them).
+MAX_SAMPLES = 360
 # Rank 0's metrics records that are progress (payload/train.py's kinds).
 PROGRESS_KINDS = ("start", "resume", "first_step", "train", "eval")
 
@@ -60,7 +65,18 @@ class ActionModule(ActionBase):
             raise AnsibleConnectionFailure(result.get("msg", "unreachable"))
         if result.get("rc", 1) != 0:
             raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
+        self._sample(result.get("stdout", ""))
         return filters.parse_poll(result.get("stdout", ""))
+
+    def _sample(self, stdout: str) -> None:
+        """Keep this poll's RDMA port counters with its time (the run's fabric account plots them). At most
+        MAX_SAMPLES: past it every other sample goes (the first stays), so a long run keeps its whole span."""
+        counters = filters.parse_poll_counters(stdout)
+        if not counters:
+            return
+        self._samples.append([round(time.time(), 1), counters])
+        if len(self._samples) > MAX_SAMPLES:
+            self._samples[:] = self._samples[:1] + self._samples[2::2]
 
     def _signal(self, signal_dir: str, host: str, payload: dict) -> None:
         self._write(os.path.join(signal_dir, f"{host}.json"), payload)
@@ -174,6 +190,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = self._task.args
         host = task_vars["inventory_hostname"]
+        self._samples: list = []
         deadline, interval = float(args["deadline"]), float(args.get("poll_interval", 10))
         lost_after, launched = float(args.get("lost_after", 30)), float(args["launched"])
         signal_dir, progress = args["signal_dir"], boolean(args.get("progress", False), strict=False)
@@ -266,6 +283,7 @@ class ActionModule(ActionBase):
                 break
             time.sleep(interval)
         result.update(
-            job=job, polls=polls, timed_out=timed_out, peer_failed=peer, queued_s=round(pending_s, 1), changed=False
-        )
+            job=job, polls=polls, timed_out=timed_out, peer_failed=peer, queued_s=round(pending_s, 1), changed=False,
+            counter_samples=self._samples,
+        )  # fmt: skip
         return result

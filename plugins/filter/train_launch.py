@@ -1,15 +1,16 @@
 """Filters: the launch's decisions (ranks, payload config, NCCL env, outcome, progress, manifest) and its Slurm
 engine's (batch and step scripts, node checks).
 
-The rules live in module_utils/train_launch.py and module_utils/slurm_launch.py.
+The rules live in module_utils/train_launch.py, module_utils/slurm_launch.py and module_utils/train_fabric.py (the
+fabric's counters over a job).
 """
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch, train_launch
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch, train_fabric, train_launch
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 
 class FilterModule:
     def filters(self):
-        return adapt(train_launch.FILTERS | slurm_launch.FILTERS)
+        return adapt(train_launch.FILTERS | slurm_launch.FILTERS | train_fabric.FILTERS)

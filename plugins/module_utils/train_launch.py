@@ -16,7 +16,7 @@ import signal
 from datetime import UTC, datetime
 from typing import Any
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, slurm_launch
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, node_check, slurm_launch
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
@@ -695,18 +695,38 @@ def poll_script(
     return head + poll_tail(run_dir, fabric_if, launch_id)
 
 
-def poll_tail(run_dir: str, fabric_if: str, launch_id: str) -> str:
-    """What both engines' polls read after the host's share: the fabric link state, rank 0's latest metrics and the
-    worker failures torchrun logged in this launch (after its marker in logs/torchrun.log)."""
+# The NIC counters every poll samples for the run's fabric account (train_fabric.py): rdma-node-check's error
+# counters and the congestion counters it reports (CNPs, ECN marks, out-of-buffer drops).
+SAMPLED_COUNTERS = (*node_check.DEFAULTS["error_counters"], *node_check.DEFAULTS["report_counters"])
+_COUNTER_LINE = re.compile(r"/class/infiniband/([^/]+)/ports/(\d+)/(?:hw_)?counters/(\w+) (\d+)$")
+
+
+def poll_tail(run_dir: str, fabric_if: str, launch_id: str, sysfs: str = "/sys") -> str:
+    """What both engines' polls read after the host's share: the fabric link state, rank 0's latest metrics, the
+    worker failures torchrun logged in this launch (after its marker in logs/torchrun.log) and the RDMA ports'
+    SAMPLED_COUNTERS (none without an RDMA device; `sysfs`: another root, for the tests)."""
     marker = f"=== launch {launch_id} ==="
+    names = " ".join(SAMPLED_COUNTERS)
     return (
         "echo @@link; "
         f"cat /sys/class/net/{shlex.quote(fabric_if)}/operstate 2>/dev/null; echo @@metrics; "
         f"tail -n 20 {shlex.quote(run_dir + '/out/metrics.jsonl')} 2>/dev/null; echo @@failures; "
         f"awk -v m={shlex.quote(marker)} '$0 == m {{f = 1; next}} "
         "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
-        f"{shlex.quote(run_dir + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; true"
+        f"{shlex.quote(run_dir + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; echo @@counters; "
+        f"for d in {shlex.quote(sysfs)}/class/infiniband/*/ports/*; do for g in counters hw_counters; do "
+        f'for n in {names}; do f=$d/$g/$n; [ -r $f ] && echo "$f $(cat $f)"; done; done; done; true'
     )
+
+
+def parse_poll_counters(stdout: str) -> dict[str, dict[str, int]]:
+    """The poll's `@@counters` section: {"mlx5_0:1": {counter: value}} ({} without an RDMA device)."""
+    out: dict[str, dict[str, int]] = {}
+    for line in stdout.partition("@@counters\n")[2].splitlines():
+        m = _COUNTER_LINE.search(line.strip())
+        if m:
+            out.setdefault(f"{m.group(1)}:{m.group(2)}", {})[m.group(3)] = int(m.group(4))
+    return out
 
 
 def unit_state(props: dict[str, str]) -> str:
@@ -740,6 +760,7 @@ def parse_poll(stdout: str) -> tuple[dict[str, str], str, dict | None, list[dict
     props_text, _, rest = stdout.partition("@@link\n")
     link, _, rest = rest.partition("@@metrics\n")
     metrics_text, _, failures_text = rest.partition("@@failures\n")
+    failures_text = failures_text.partition("@@counters\n")[0]
     if props_text.startswith("@@step\n"):
         props = slurm_launch.share_props(props_text)
     else:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 # The launch's rules (one place for how torchrun reports a dead worker).
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_fabric
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as filters
 
 
@@ -428,6 +429,9 @@ def summarise(run: Path) -> dict:
     summary["quarantined"] = quarantines(rank0, launched)
     # The launch's watch saw the steps stall and dumped every rank (module_utils/hang.py's verdict).
     summary["hang"] = manifest.get("hang")
+    # The fabric's counters over the job (module_utils/train_fabric.py): fabric.json, when the launch read them.
+    fabric = run / "fabric.json"
+    summary["fabric"] = json.loads(fabric.read_text()) if fabric.exists() else None
     return summary
 
 
@@ -644,6 +648,7 @@ def markdown(s: dict) -> str:
         ),
         *straggler_lines(s.get("stragglers") or {}),
         *hang_lines(s.get("hang")),
+        *(train_fabric.markdown(s["fabric"]) if s.get("fabric") else []),
         *(
             [
                 "NCCL's transport, from its own log on each host (logs/nccl.*.log):",
@@ -693,6 +698,8 @@ def write(run: Path) -> list[str]:
     lines: list[str] = []
     summary = summarise(run)
     made = plot(summary, run)
+    if summary.get("fabric") and train_fabric.plot(summary["fabric"], run / "fabric.png"):
+        made.append("fabric.png")
     report = json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n"
     (run / "report.json").write_text(report)
     if summary.get("launch_id"):  # each launch of a run (the first, every resume) keeps its own report
@@ -732,6 +739,10 @@ def write(run: Path) -> list[str]:
         lines.append(f"quarantined: {line}")
     if summary.get("hang"):
         lines.append(f"hang:   {summary['hang']['message']}")
+    fabric = summary.get("fabric")
+    if fabric:
+        lossless = {True: "yes", False: "NO", None: "unknown"}[fabric.get("lossless")]
+        lines.append(f"fabric: lossless during this run: {lossless} ({fabric.get('reason')})"[:400])
     for line in transport_lines(summary["nccl"]):
         lines.append(f"nccl:   {line}")
     lines.append(f"report: {run / 'report.md'}")

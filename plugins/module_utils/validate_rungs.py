@@ -678,23 +678,25 @@ def stress_class(qos, rdma):
 
 
 def switch_port_hosts(hostvars, switches, nodes, override=None):
-    """{"switch:port": node} for the host behind each RoCE port of each switch: the node its description names (the
-    first word, as topology.conf reads it: `lab-node3 rdma0`), else `override` (cluster_validate_switch_ports):
-    `switch:port` keys as given, a bare port name only for a port without a description (one switch whose ports are
-    not described, the lab's single switch). A port whose description names another switch (an uplink) names no
-    host."""
+    """{"switch:port": node} for the host behind each RoCE port of each switch: the node the port's `peer` names, or
+    its description's first word (`lab-node3 rdma0`; cabling.links, the one reading of the port map), else
+    `override` (cluster_validate_switch_ports): `switch:port` keys as given, a bare port name only for a port that
+    names nobody. A port whose far end is another switch (an uplink) names no host."""
     override = dict(override or {})
     names = slurm_rules.host_aliases(hostvars, list(nodes or []))
+    ports = slurm_rules.switch_ports(hostvars, list(switches or []))
+    hosts = set(names.values())
+    owners = {(ln["switch"], ln["port"]): ln["peer"] for ln in cabling.links(ports, names) if ln["peer"] in hosts}
     out = {}
-    for sw, ports in slurm_rules.switch_ports(hostvars, list(switches or [])).items():
-        for item in ports:
+    for sw, items in ports.items():
+        for item in items:
             name = str(item.get("name") or "") if isinstance(item, dict) else ""
             if not name:
                 continue
-            owner = slurm_rules.port_owner(item.get("description"), names)
+            owner = owners.get((sw, cabling.port_name(name)))
             if owner:
                 out[f"{sw}:{name}"] = owner
-            elif not item.get("description") and name in override:
+            elif not item.get("description") and not item.get("peer") and name in override:
                 out[f"{sw}:{name}"] = override[name]
     out.update({k: v for k, v in override.items() if ":" in str(k)})
     return out
@@ -943,7 +945,7 @@ def evaluate_cabling(hostvars, switches, nodes, switch_lldp, host_lldp=None, mac
         status = "skip"
         reason = "; ".join(sorted({c["detail"] for c in checks})[:6]) or "no RoCE port in the inventory's map"
     return make_rung(
-        "cabling", status, reason=reason, value=len(failed), threshold=0, unit="links",
+        "cabling", status, reason=reason, value=len(failed), threshold=0, unit="links off the map",
         bad_hosts=sorted(bad), checks=checks, notes=notes, links=links,
     )  # fmt: skip
 

@@ -237,6 +237,14 @@ def test_each_switch_port_is_named_by_its_own_switch_description() -> None:
     got = vr.switch_port_hosts(single, ["lab-switch"], names, {**by_index, "lab-switch:Ethernet1/3": "lab-node1"})
     assert got == {"lab-switch:Ethernet1/1": "lab-node1", "lab-switch:Ethernet1/2": "lab-node2",
                    "lab-switch:Ethernet1/3": "lab-node1"}  # fmt: skip
+    # Ports that name their far end with `peer` (the lab's one switch now does): that node, whatever the override.
+    items = [{"name": f"Ethernet1/{i}", "peer": n, "peer_port": "rdma0"} for i, n in enumerate(reversed(names), 1)]
+    keyed = {"lab-switch": {"nxos_roce_qos_host_interfaces": items}}
+    assert vr.switch_port_hosts(keyed, ["lab-switch"], names, by_index) == {
+        "lab-switch:Ethernet1/1": "lab-node3",
+        "lab-switch:Ethernet1/2": "lab-node2",
+        "lab-switch:Ethernet1/3": "lab-node1",
+    }
     # The rung names the node behind the port that dropped, on the switch that dropped.
     before = {sw: {"Ethernet1/2": {"drops_q3": 0}} for sw in ("lab-leaf1", "lab-spine1")}
     after = {"lab-leaf1": {"Ethernet1/2": {"drops_q3": 5}}, "lab-spine1": {"Ethernet1/2": {"drops_q3": 0}}}
