@@ -5,8 +5,9 @@
 The lab comes up once at the largest size and site.yml converges it (not timed); the ladder then runs on the
 first N hosts (`--limit`, the ladder validates only the play's hosts), smallest N first, with short stress
 durations. Reports the ladder's wall time, the pair rounds (N-1 for even N, N for odd N) and where the time
-went (from each rung's `at` in the verdict: the steps before the pair tests, the pair rounds, the all-reduce,
-the rest), with the machine's cores and load average around each run. Leaves no lab behind.
+went (from each rung's `at` in the verdict: the steps before the pair tests, the cabling rung's LLDP reads, the
+pair rounds, the collectives (all-reduce, all-gather, reduce-scatter, all-to-all: one probe run), the rest),
+with the machine's cores and load average around each run. Leaves no lab behind.
 """
 
 from __future__ import annotations
@@ -111,16 +112,16 @@ def main() -> int:
     cpu = platform.processor() or platform.machine()
     print(f"\nmachine: {os.cpu_count()} cores, {cpu}, pair tests {args.pair_seconds} s")
     print(
-        "\n| hosts | pairs | rounds | verdict | validate.yml wall s | to path_mtu s | pair rounds s | s per round "
-        "| all-reduce s | rest s | min TCP pair Gb/s | all-reduce busbw Gb/s | load avg before → after |"
+        "\n| hosts | pairs | rounds | verdict | validate.yml wall s | to path_mtu s | cabling s | pair rounds s "
+        "| s per round | collectives s | rest s | min TCP pair Gb/s | all-reduce busbw Gb/s | load avg before → after |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per_round = round(r["pairs_s"] / r["rounds"], 1) if r["pairs_s"] else None
         print(
             f"| {r['hosts']} | {r['pairs']} | {r['rounds']} | {r['status']} | {r['playbook_s']} | {r['to_path_mtu_s']} "
-            f"| {r['pairs_s']} | {per_round} | {r['allreduce_s']} | {r['rest_s']} | {r['tcp_bw_min_gbps']} "
-            f"| {r['allreduce_busbw_gbps']} | {r['load_before']} → {r['load_after']} |"
+            f"| {r['cabling_s']} | {r['pairs_s']} | {per_round} | {r['allreduce_s']} | {r['rest_s']} "
+            f"| {r['tcp_bw_min_gbps']} | {r['allreduce_busbw_gbps']} | {r['load_before']} → {r['load_after']} |"
         )
     return 0
 

@@ -393,33 +393,40 @@ raise SystemExit(probe.main(sys.argv[3:]))
 """
 
 
-def _two_ranks(corrupt_rank: int | None) -> dict:
+def run_probe_ranks(script: str, modes: list[str], *argv: str) -> dict:
+    """files/probe.py allreduce on len(modes) gloo ranks on loopback, rank r run by `script` (which loads the probe
+    from its first argument) in mode modes[r]; {"n1": rank 0's JSON, ...}."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    argv = ["--world", "2", "--master", "127.0.0.1", "--port", str(port), "--ifname", "lo", "--backend", "gloo",
-            "--sizes", "4096,65536", "--iters", "2", "--timeout", "60"]  # fmt: skip
+    common = ["--world", str(len(modes)), "--master", "127.0.0.1", "--port", str(port), "--ifname", "lo",
+              "--backend", "gloo", *argv]  # fmt: skip
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-c",
-                RANK,
+                script,
                 str(ROLE / "files" / "probe.py"),
-                "corrupt" if rank == corrupt_rank else "-",
+                mode,
                 "allreduce",
                 "--rank",
                 str(rank),
-                *argv,
+                *common,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for rank in (0, 1)
+        for rank, mode in enumerate(modes)
     ]
-    outs = [p.communicate(timeout=180) for p in procs]
+    outs = [p.communicate(timeout=300) for p in procs]
     return {f"n{rank + 1}": json.loads(out.strip().splitlines()[-1]) for rank, (out, _) in enumerate(outs)}
+
+
+def _two_ranks(corrupt_rank: int | None) -> dict:
+    modes = ["corrupt" if rank == corrupt_rank else "-" for rank in (0, 1)]
+    return run_probe_ranks(RANK, modes, "--sizes", "4096,65536", "--iters", "2", "--timeout", "60")
 
 
 def test_allreduce_probe_checks_the_result_on_every_rank() -> None:

@@ -3,17 +3,14 @@ nodes, validate_rungs on the controller)."""
 
 from __future__ import annotations
 
-import json
 import math
-import socket
-import subprocess
-import sys
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_rungs as vr
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 from tests.conftest import ROOT, load_script
+from tests.unit.plugins.module_utils.test_cluster_validate import run_probe_ranks
 
 PROBE_PY = ROOT / "roles" / "cluster_validate" / "files" / "probe.py"
 probe = load_script(PROBE_PY)
@@ -218,32 +215,8 @@ raise SystemExit(probe.main(sys.argv[3:]))
 
 
 def _ranks(world: int, slow_rank: int | None, *extra: str) -> dict:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    argv = ["--world", str(world), "--master", "127.0.0.1", "--port", str(port), "--ifname", "lo",
-            "--backend", "gloo", "--sizes", "65536", "--iters", "2", "--timeout", "120", *extra]  # fmt: skip
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                RANK,
-                str(PROBE_PY),
-                "slow" if rank == slow_rank else "-",
-                "allreduce",
-                "--rank",
-                str(rank),
-                *argv,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    return {f"n{rank + 1}": json.loads(out.strip().splitlines()[-1]) for rank, (out, _) in enumerate(outs)}
+    modes = ["slow" if rank == slow_rank else "-" for rank in range(world)]
+    return run_probe_ranks(RANK, modes, "--sizes", "65536", "--iters", "2", "--timeout", "120", *extra)
 
 
 def test_probe_measures_every_collective_and_bisects_to_the_slow_rank() -> None:
