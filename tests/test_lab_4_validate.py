@@ -254,6 +254,10 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     assert {c["detail"] for c in cabling["checks"] if c["status"] == "skip"} == {
         f"{h} rdma0: lldpd sees no neighbour yet" for h in lab3
     }, cabling["checks"]
+    # No GPU in the lab: nccl-tests has nothing between GPUs to measure, and the rung says so.
+    assert by["nccl_tests"]["status"] == "skip" and by["nccl_tests"]["reason"].startswith("0 GPU(s) on the node"), by[
+        "nccl_tests"
+    ]
     # Slurm: the 3 nodes idle, one srun step on each, and the leaf-spine topology the switches' ports give: the
     # file the role wrote from the inventory is the one slurmctld reads back (`scontrol show topology`, the rung).
     slurm = by["slurm"]

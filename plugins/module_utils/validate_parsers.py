@@ -307,7 +307,40 @@ def reach_result(hostvars_of_host):
 
 
 # Filter name -> rule (plugins/filter/cluster_validate.py exposes them as rdma_llm.cluster.<name>).
+# nccl-tests' result row: size, count, type, redop, root, then out-of-place time, algbw, busbw (GB/s), #wrong and
+# the same in place (src/common.cu's format; #wrong is N/A without a check; `0: ` before it where a launcher labels
+# its ranks' lines).
+_NCCL_TESTS_ROW = re.compile(
+    r"^\s*(?:\d+:\s+)?(\d+)\s+(\d+)\s+\w+\s+\w+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A)"
+    r"(?:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A))?\s*$"
+)
+
+
+def parse_nccl_tests(text):
+    """An nccl-tests run's stdout (`all_reduce_perf -b 1M -e 1G -f 2 -g 8`): {"rows": [{"bytes", "busbw_gbps" (the
+    better of out-of-place and in-place, in Gb/s: nccl-tests prints GB/s), "wrong"}], "avg_busbw_gbps", "gpus"}, rows
+    by size; None where it printed no result row."""
+    rows = []
+    for line in (text or "").splitlines():
+        m = _NCCL_TESTS_ROW.match(line)
+        if not m:
+            continue
+        busbw = max(float(m.group(5)), float(m.group(9) or 0))
+        wrong = sum(int(w) for w in (m.group(6), m.group(10)) if w and w != "N/A")
+        rows.append({"bytes": int(m.group(1)), "busbw_gbps": round(busbw * 8, 2), "wrong": wrong})
+    if not rows:
+        return None
+    avg = re.search(r"^# Avg bus bandwidth\s*:\s*([\d.]+)", text, re.M)
+    gpus = re.search(r"nGpus\s+(\d+)", text)
+    return {
+        "rows": sorted(rows, key=lambda r: r["bytes"]),
+        "avg_busbw_gbps": round(float(avg.group(1)) * 8, 2) if avg else None,
+        "gpus": int(gpus.group(1)) if gpus else None,
+    }
+
+
 FILTERS = {
+    "cluster_validate_parse_nccl_tests": parse_nccl_tests,
     "cluster_validate_parse_perftest_bw": parse_perftest_bw,
     "cluster_validate_parse_perftest_lat": parse_perftest_lat,
     "cluster_validate_parse_iperf3": parse_iperf3,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, slurm_launch
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, slurm_launch, validate_parsers
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_stack_nccl as nccl_rules
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as slurm_rules
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
@@ -907,6 +907,54 @@ def evaluate_slurm(nodes, topology_text, srun, hosts, aliases, expected_topology
     )
 
 
+def evaluate_nccl_tests(outputs, floor_gbps=0.0, consistency=0.5):
+    """Rung nccl_tests: nccl-tests' own binaries on each node's GPUs (files/probe.py nccl_tests; their numbers are
+    the ones vendors' acceptance figures quote). outputs: {host: the probe's JSON}. Per collective and node: no
+    wrong value (nccl-tests' #wrong), busbw at the largest size >= floor_gbps (cluster_validate_nccl_tests_floor_gbps;
+    0: none) and >= consistency x the best node's (a node whose GPUs talk slower than its peers'). Skipped where
+    no node has nccl-tests and two GPUs."""
+    failed = _probe_failures(outputs)
+    if failed:
+        reason = "; ".join(f"{h}: {e}" for h, e in sorted(failed.items()))
+        return make_rung("nccl_tests", "fail", reason=reason, unit="Gb/s", bad_hosts=sorted(failed))
+    ran = {h: o for h, o in outputs.items() if o.get("outputs")}
+    if not ran:
+        why = sorted({o.get("skipped") or "not run" for o in outputs.values()})
+        return make_rung("nccl_tests", "skip", reason="; ".join(why) or "no node", unit="Gb/s")
+    checks, busbw = [], {}
+    for host, out in sorted(ran.items()):
+        for coll, res in sorted(out["outputs"].items()):
+            parsed = validate_parsers.parse_nccl_tests(res.get("stdout")) if res.get("rc") == 0 else None
+            if parsed is None:
+                last = ((res.get("stderr") or res.get("stdout") or "").strip().splitlines() or ["no output"])[-1]
+                checks.append(_check(host, f"nccl-tests {coll}", "fail", f"rc {res.get('rc')}: {last[:200]}"))
+                continue
+            wrong = sum(r["wrong"] for r in parsed["rows"])
+            if wrong:
+                checks.append(_check(host, f"nccl-tests {coll}", "fail", f"{wrong} wrong value(s) (#wrong)"))
+                continue
+            busbw.setdefault(coll, {})[host] = parsed["rows"][-1]["busbw_gbps"]
+    for coll, per_host in sorted(busbw.items()):
+        best = max(per_host.values())
+        for host, value in sorted(per_host.items()):
+            if floor_gbps and value < floor_gbps:
+                status, detail = "fail", f"{coll} busbw {value:g} Gb/s < {floor_gbps:g} (the inventory's floor)"
+            elif value < consistency * best:
+                status, detail = "fail", f"{coll} busbw {value:g} Gb/s < {consistency:.0%} of the best node ({best:g})"
+            else:
+                status, detail = "pass", f"{coll} busbw {value:g} Gb/s on {ran[host].get('gpus') or '?'} GPUs"
+            checks.append(_check(host, f"nccl-tests {coll}", status, detail, value=value,
+                                 threshold=floor_gbps or None, unit="Gb/s"))  # fmt: skip
+    values = [c["value"] for c in checks if c["value"] is not None]
+    held = "" if floor_gbps else "; no floor set, each node held to the best"
+    rung = _rung_from_checks(
+        "nccl_tests", checks, value=min(values) if values else None, threshold=floor_gbps or None, unit="Gb/s",
+        pass_reason=f"nccl-tests on {len(ran)} node(s){held}",
+    )  # fmt: skip
+    rung["busbw"] = busbw
+    return rung
+
+
 def evaluate_cabling(hostvars, switches, nodes, switch_lldp, host_lldp=None, macs=None):
     """Rung cabling: the inventory's port map (cabling.links: each RoCE port's `peer`/`peer_port`, else its
     description's first two words) against LLDP from the switches (switch_lldp: switch -> `show lldp neighbors
@@ -962,6 +1010,7 @@ FILTERS = {
     "cluster_validate_latency": evaluate_latency,
     "cluster_validate_allreduce": evaluate_allreduce,
     "cluster_validate_collectives": evaluate_collectives,
+    "cluster_validate_nccl_tests": evaluate_nccl_tests,
     "cluster_validate_collective_floors": collective_floors,
     "cluster_validate_switch": evaluate_switch,
     "cluster_validate_switch_port_hosts": switch_port_hosts,

@@ -6,6 +6,7 @@ The node's own checks (node_health, nic_counters) are rdma-node-check's: module 
   probe.py pair server|client --tool T --rails JSON ...    one end of a pair test on every rail: iperf3, perftest
   probe.py allreduce --rank R --world N --master A ...     collectives' busbw over a size sweep, bisected when slow
                                                            (the venv's python)
+  probe.py nccl_tests --gpus G ...                         nccl-tests' binaries on the node's GPUs, where installed
 
 Each prints one JSON object; every decision is made on the controller (cluster_validate filters), but for the
 way a bisection goes (against the floor the controller passed).
@@ -402,6 +403,48 @@ def bisect_round(dist, torch, args, name: str, size: int, groups: list[list[int]
     return [busbw[tuple(g)] for g in groups]
 
 
+# ------------------------------------------------------------------------------------------- nccl-tests
+
+# nccl-tests' binary of each collective (its build/ names).
+NCCL_TESTS = {
+    "all_reduce": "all_reduce_perf",
+    "all_gather": "all_gather_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "all_to_all": "alltoall_perf",
+}
+
+
+def nccl_tests(args) -> dict:
+    """nccl-tests' own binaries on this node's GPUs (`-g <gpus>`: one process, every GPU; NVLink or PCIe), where
+    they are installed: their output as printed, per collective, for the controller to parse. Across nodes they
+    need MPI, which the ladder does not assume: the collectives rung measures the fabric."""
+    if args.gpus < 2:
+        return {"ok": True, "skipped": f"{args.gpus} GPU(s) on the node: nothing between GPUs to measure"}
+    found = {}
+    for name in (c for c in args.collectives.split(",") if c):
+        binary = NCCL_TESTS[name]
+        path = os.path.join(args.bin_dir, binary) if args.bin_dir else None
+        path = path if path and os.access(path, os.X_OK) else shutil.which(binary)
+        if path:
+            found[name] = path
+    if not found:
+        where = f"{args.bin_dir} nor PATH" if args.bin_dir else "PATH"
+        return {"ok": True, "skipped": f"nccl-tests not installed (no all_reduce_perf … in {where})"}
+    out = {"ok": True, "gpus": args.gpus, "outputs": {}}
+    for name, path in found.items():
+        argv = [path, "-b", args.min_bytes, "-e", args.max_bytes, "-f", "2", "-g", str(args.gpus)]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
+            out["outputs"][name] = {
+                "rc": proc.returncode,
+                "stdout": proc.stdout[-20000:],
+                "stderr": proc.stderr[-2000:],
+            }
+        except subprocess.TimeoutExpired:
+            out["outputs"][name] = {"rc": 124, "stdout": "", "stderr": f"{path} ran past {args.timeout:.0f} s"}
+    return out
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="probe", required=True)
@@ -441,6 +484,14 @@ def parser() -> argparse.ArgumentParser:
     ar_ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     ar_ap.add_argument("--env", action="append", help="KEY=VALUE for NCCL (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_TC)")
     ar_ap.set_defaults(run=collectives)
+    nt_ap = sub.add_parser("nccl_tests", help="nccl-tests' binaries on this node's GPUs, where installed")
+    nt_ap.add_argument("--gpus", type=int, required=True)
+    nt_ap.add_argument("--collectives", default="all_reduce", help=f"comma-separated, of {', '.join(NCCL_TESTS)}")
+    nt_ap.add_argument("--bin-dir", default="", help="where the *_perf binaries are (default: PATH)")
+    nt_ap.add_argument("--min-bytes", default="1M")
+    nt_ap.add_argument("--max-bytes", default="1G")
+    nt_ap.add_argument("--timeout", type=float, default=300.0)
+    nt_ap.set_defaults(run=nccl_tests)
     return ap
 
 

@@ -258,3 +258,69 @@ def test_report_shows_each_sweep_and_the_bisection() -> None:
     md = report.markdown(ladder.verdict([rung], ["n1", "n2", "n3", "n4"], cluster="lab"))
     assert "| all_to_all | 33554432 | 0.4 | 0.3 | True |" in md and "| all_gather | 1048576 | 4 | 3 | True |" in md
     assert "Bisection of all_to_all at 33554432 bytes (floor 5 Gb/s): suspects n4" in md
+
+
+# ------------------------------------------------------------------------------------------- nccl-tests
+
+NCCL_TESTS = (ROOT / "tests" / "fixtures" / "validate" / "nccl_tests_all_reduce_8gpu.txt").read_text()
+
+
+def test_nccl_tests_output_is_read_in_gbps() -> None:
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_parsers as parsers
+
+    parsed = parsers.parse_nccl_tests(NCCL_TESTS)
+    assert parsed["gpus"] == 8 and len(parsed["rows"]) == 11 and parsed["avg_busbw_gbps"] == 2187.3
+    # 1 GiB: the better of out-of-place 427.24 and in-place 427.40 GB/s, in Gb/s.
+    assert parsed["rows"][-1] == {"bytes": 1 << 30, "busbw_gbps": 3419.2, "wrong": 0}
+    labelled = (
+        " 0:   4294967296      33554432     float    none      -1    44904   95.65   92.66      0    44867   95.73   "
+    )
+    labelled += "92.74      3"
+    assert parsers.parse_nccl_tests(labelled)["rows"] == [{"bytes": 1 << 32, "busbw_gbps": 741.92, "wrong": 3}]
+    assert parsers.parse_nccl_tests("all_reduce_perf: error while loading shared libraries: libnccl.so.2") is None
+
+
+def _fake_nccl_tests(bin_dir, busbw: float = 427.24, wrong: int = 0) -> None:
+    """A stand-in for nccl-tests' binaries that prints the recorded layout (its arguments echoed in a comment)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    recorded = "  4398.1  244.14  427.24      0   4396.5  244.23  427.40      0"
+    text = NCCL_TESTS.replace(
+        recorded, f"  4398.1  244.14  {busbw:.2f}      {wrong}   4396.5  244.23  {busbw:.2f}      0"
+    )
+    for name in probe.NCCL_TESTS.values():
+        path = bin_dir / name
+        path.write_text("#!/bin/sh\necho \"# args: $*\"\ncat <<'OUT'\n" + text + "OUT\n")
+        path.chmod(0o755)
+
+
+def test_probe_runs_nccl_tests_where_installed(tmp_path) -> None:
+    args = ["nccl_tests", "--gpus", "8", "--collectives", "all_reduce,all_to_all"]
+    assert probe.nccl_tests(probe.parser().parse_args([*args[:2], "1"]))["skipped"].startswith("1 GPU(s)")
+    missing = probe.nccl_tests(probe.parser().parse_args([*args, "--bin-dir", str(tmp_path / "none")]))
+    assert missing["skipped"].startswith("nccl-tests not installed") and str(tmp_path / "none") in missing["skipped"]
+    _fake_nccl_tests(tmp_path / "bin")
+    out = probe.nccl_tests(probe.parser().parse_args([*args, "--bin-dir", str(tmp_path / "bin")]))
+    assert sorted(out["outputs"]) == ["all_reduce", "all_to_all"] and out["gpus"] == 8
+    assert out["outputs"]["all_to_all"]["stdout"].startswith("# args: -b 1M -e 1G -f 2 -g 8\n")
+    assert vr.evaluate_nccl_tests({"n1": out, "n2": out})["status"] == "pass"
+
+
+def test_nccl_tests_rung_names_the_slow_or_wrong_node(tmp_path) -> None:
+    def run(busbw=427.24, wrong=0):
+        d = tmp_path / f"bin-{busbw}-{wrong}"
+        _fake_nccl_tests(d, busbw, wrong)
+        return probe.nccl_tests(probe.parser().parse_args(["nccl_tests", "--gpus", "8", "--bin-dir", str(d)]))
+
+    good, slow = run(), run(busbw=150.0)
+    rung = vr.evaluate_nccl_tests({"n1": good, "n2": slow, "n3": good}, 0.0, 0.5)
+    assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2"], rung
+    assert rung["reason"] == "n2: all_reduce busbw 1200 Gb/s < 50% of the best node (3417.92)"
+    floor = vr.evaluate_nccl_tests({"n1": good}, 3600.0, 0.5)
+    assert floor["status"] == "fail" and "< 3600 (the inventory's floor)" in floor["reason"]
+    bad = vr.evaluate_nccl_tests({"n1": run(wrong=2)}, 0.0, 0.5)
+    assert bad["status"] == "fail" and bad["reason"] == "n1: 2 wrong value(s) (#wrong)"
+    broken = {"ok": True, "gpus": 8, "outputs": {"all_reduce": {"rc": 127, "stdout": "", "stderr": "libnccl.so.2: no"}}}
+    assert vr.evaluate_nccl_tests({"n1": broken})["reason"] == "n1: rc 127: libnccl.so.2: no"
+    lab = {"ok": True, "skipped": "0 GPU(s) on the node: nothing between GPUs to measure"}
+    skipped = vr.evaluate_nccl_tests({"n1": lab, "n2": lab})
+    assert skipped["status"] == "skip" and skipped["reason"] == lab["skipped"]
