@@ -160,6 +160,9 @@ def test_cabling_rung() -> None:
     assert good["status"] == "pass" and good["bad_hosts"] == [], good
     assert good["reason"].startswith("3 link end(s) as the inventory says; not seen: ")
     assert "no lldpd on lab-node2" in good["reason"], good["reason"]
+    # The ladder on some nodes (--limit): the others' cables are judged from the switches all the same, by name.
+    limited = vr.evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": _leaf1()}, {"lab-node1": None})
+    assert limited["status"] == "pass" and limited["bad_hosts"] == [], limited
     off = vr.evaluate_cabling(hostvars, switches, HOSTS, {sw: fixture("nxos_lldp_off.txt") for sw in switches})
     assert off["status"] == "skip" and "LLDP off on lab-leaf1 (feature lldp)" in off["reason"], off
     assert vr.evaluate_cabling(hostvars, [], HOSTS, {})["status"] == "skip"
