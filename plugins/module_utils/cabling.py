@@ -37,6 +37,25 @@ def mac(text: Any) -> str | None:
 # ------------------------------------------------------------------------------------------- the inventory's map
 
 
+def far_end(item: Mapping, names: Mapping[str, str]) -> tuple[str | None, str | None, str]:
+    """(peer, peer_port, source) of one port item: its `peer`/`peer_port` keys ("keys"), else the first two words
+    of its description when the first names an inventory host or switch ("description"); peer None otherwise."""
+    if item.get("peer"):
+        peer = str(item["peer"])
+        return names.get(peer, peer), item.get("peer_port"), "keys"
+    words = str(item.get("description") or "").split()
+    peer = description_owner(item.get("description"), names)
+    return peer, (words[1] if peer and len(words) > 1 else None), "description"
+
+
+def description_owner(description: Any, names: Mapping[str, str]) -> str | None:
+    """The inventory host or switch a port's description names: its first word (`lab-node1 rdma0`, `ubunturdma2
+    ens192 RoCE`, `lab-spine1 Ethernet1/1`), looked up in `names` (alias -> inventory name); None otherwise."""
+    if not isinstance(description, str) or not description.split():
+        return None
+    return names.get(description.split()[0])
+
+
 def links(ports: Mapping[str, list], names: Mapping[str, str]) -> list[dict]:
     """Every RoCE port of every switch as a link: {"switch", "port", "peer", "peer_port", "kind" (host|switch),
     "source" (keys|description)}. ports: switch -> its port items; names: alias -> inventory host or switch (the
@@ -47,13 +66,7 @@ def links(ports: Mapping[str, list], names: Mapping[str, str]) -> list[dict]:
         for item in ports[sw] or []:
             if not isinstance(item, Mapping) or not item.get("name"):
                 continue
-            words = str(item.get("description") or "").split()
-            if item.get("peer"):
-                peer, peer_port, source = str(item["peer"]), item.get("peer_port"), "keys"
-                peer = names.get(peer, peer)
-            else:
-                peer = names.get(words[0]) if words else None
-                peer_port, source = (words[1] if peer and len(words) > 1 else None), "description"
+            peer, peer_port, source = far_end(item, names)
             kind = "switch" if peer in ports else "host"
             out.append(
                 {

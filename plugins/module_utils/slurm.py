@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 CONTROLLERS = "slurm_controllers"
@@ -234,14 +234,9 @@ def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def port_owner(description: Any, names: Mapping[str, str]) -> str | None:
-    """The inventory host or switch a switch port's description names: its first word (`lab-node1 rdma0`,
-    `ubunturdma2 ens192 RoCE`, `lab-spine1 Ethernet1/1`), looked up in `names` (alias -> inventory name).
-
-    The port items carry no structured link to a host: the description is the only one, so it is read here."""
-    if not isinstance(description, str) or not description.split():
-        return None
-    return names.get(description.split()[0])
+# The port map is cabling.py's (a port's `peer`, else its description's first word); kept under this name for the
+# callers that read one description.
+port_owner = cabling.description_owner
 
 
 def topology(
@@ -252,25 +247,25 @@ def topology(
     switch_ports: switch -> its RoCE port items (nxos_roce_qos_interfaces: host ports and uplinks); nodes: the
     inventory's Slurm nodes; names: alias -> inventory host or switch (host names, short names, hostnames);
     nodename: inventory host -> its Slurm NodeName. A fabric of one switch holds every node; with more, each
-    node hangs off the switch whose port names it first, and a switch is linked to another whose name starts
-    one of its port descriptions. Leaves are the switches with nodes, each level up the switches linked to the
-    level below. Returns {"lines", "unplaced", "notes"}."""
+    node hangs off the switch whose port names it first, and a switch is linked to another that one of its ports
+    names (cabling.far_end: the port's `peer`, else its description's first word). Leaves are the switches with
+    nodes, each level up the switches linked to the level below. Returns {"lines", "unplaced", "notes"}."""
     switches = sorted(switch_ports, key=_natural)
     if not switches:
         return {"lines": [], "unplaced": [], "notes": ["no switch in the inventory: no topology.conf"]}
     placed: dict[str, str] = {}
     links: dict[str, set] = {sw: set() for sw in switches}
     notes = []
-    for sw in switches:
-        for port in switch_ports[sw] or []:
-            owner = port_owner(port.get("description") if isinstance(port, Mapping) else None, names)
-            if owner in links and owner != sw:
-                links[sw].add(owner)
-                links[owner].add(sw)
-            elif owner in nodes:
-                if owner in placed and placed[owner] != sw:
-                    notes.append(f"{owner} is on {placed[owner]} and {sw}: placed on {placed[owner]}")
-                placed.setdefault(owner, sw)
+    # Switch by switch in natural order: the first switch that names a node places it.
+    for sw, port in ((s, p) for s in switches for p in switch_ports[s] or [] if isinstance(p, Mapping)):
+        owner = cabling.far_end(port, names)[0]
+        if owner in links and owner != sw:
+            links[sw].add(owner)
+            links[owner].add(sw)
+        elif owner in nodes:
+            if owner in placed and placed[owner] != sw:
+                notes.append(f"{owner} is on {placed[owner]} and {sw}: placed on {placed[owner]}")
+            placed.setdefault(owner, sw)
     if len(switches) == 1:
         placed = dict.fromkeys(nodes, switches[0])
     unplaced = [n for n in nodes if n not in placed]

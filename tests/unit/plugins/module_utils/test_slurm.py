@@ -222,6 +222,19 @@ def test_topology_of_the_lab_leaf_spine_fabric() -> None:
     }
 
 
+def test_topology_reads_the_ports_peer_keys_as_the_ladder_does() -> None:
+    """Ports that name their far end with `peer` (and describe it otherwise, or not at all) place their nodes and
+    link their switches as descriptions do: one reading of the port map (cabling.far_end)."""
+    ports, nodes, names = lab_fabric(4, 2, 1)
+    keyed = {
+        sw: [{"name": p["name"], "peer": p["description"].split()[0], "peer_port": p["description"].split()[1]}
+             for p in items]
+        for sw, items in ports.items()
+    }  # fmt: skip
+    same = S.topology(ports, nodes, names, {n: n for n in nodes})
+    assert S.topology(keyed, nodes, names, {n: n for n in nodes}) == same and same["unplaced"] == []
+
+
 def test_topology_with_two_spines_lists_the_leaves_under_each() -> None:
     ports, nodes, names = lab_fabric(5, 2, 2)
     got = S.topology(ports, nodes, names, {n: n for n in nodes})
