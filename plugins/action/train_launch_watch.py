@@ -12,8 +12,10 @@ the survivors at once instead of waiting for their collective timeout. With `min
 hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
 prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
 
-Every poll also reads the RDMA ports' error and congestion counters (train_launch.SAMPLED_COUNTERS); the
-samples come back in `counter_samples` for the run's fabric account (module_utils/train_fabric.py).
+Every poll also reads the RDMA ports' error and congestion counters (train_launch.SAMPLED_COUNTERS) and the fabric
+interface's PFC pause counters of the no-drop priority (`nodrop_prio`): what its switch port paused, seen from the
+host at the watch's pace; the samples come back in `counter_samples` for the run's fabric account
+(module_utils/train_fabric.py).
 
 A hang: when rank 0's metrics do not move for `hang_after` seconds while the job runs, that host writes
 `signal_dir/@stall.json` (no host name holds "@"); every host then dumps its ranks' stacks and states once (module
@@ -55,6 +57,7 @@ class ActionModule(ActionBase):
             args.get("launch_id", ""),
             args.get("engine", "systemd"),
             str(args.get("job_id", "")),
+            int(args.get("nodrop_prio", 3)),
         )
         result = self._execute_module(
             module_name="ansible.builtin.command",
@@ -65,13 +68,13 @@ class ActionModule(ActionBase):
             raise AnsibleConnectionFailure(result.get("msg", "unreachable"))
         if result.get("rc", 1) != 0:
             raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
-        self._sample(result.get("stdout", ""))
+        self._sample(result.get("stdout", ""), args["fabric_if"])
         return filters.parse_poll(result.get("stdout", ""))
 
-    def _sample(self, stdout: str) -> None:
-        """Keep this poll's RDMA port counters with its time (the run's fabric account plots them). At most
-        MAX_SAMPLES: past it every other sample goes (the first stays), so a long run keeps its whole span."""
-        counters = filters.parse_poll_counters(stdout)
+    def _sample(self, stdout: str, fabric_if: str = "") -> None:
+        """Keep this poll's RDMA port and PFC pause counters with its time (the run's fabric account plots them). At
+        most MAX_SAMPLES: past it every other sample goes (the first stays), so a long run keeps its whole span."""
+        counters = filters.parse_poll_counters(stdout, fabric_if)
         if not counters:
             return
         self._samples.append([round(time.time(), 1), counters])

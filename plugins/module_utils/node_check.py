@@ -121,6 +121,9 @@ CHOICES = {
     "gpu_nic_fail_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
     "pcie_acs": ("warn", "fail", "report"),
 }
+# The no-drop priority's PFC counters as mlx5 names them (en_stats.c, pport_per_prio_pfc_stats_desc), reported
+# here and sampled by the training watch (train_launch.poll_tail).
+PAUSE_COUNTER = "(rx|tx)_prio{prio}_pause(_duration)?"
 # nvidia-smi topo -m's distances, nearest first (NVML's common-ancestor levels).
 PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # What the venv's site-packages says of the training stack (distribution names as pip normalises them).
@@ -1496,7 +1499,7 @@ def counter_checks(j: Judge, previous: dict | None):
     pause = {}
     for ifname, raw in (j.facts.get("ethtool") or {}).items():
         stats = parse_ethtool_stats((raw or {}).get("out") or "") if raw and raw["rc"] == 0 else {}
-        pause[ifname] = {k: v for k, v in stats.items() if re.fullmatch(rf"(rx|tx)_prio{prio}_pause(_duration)?", k)}
+        pause[ifname] = {k: v for k, v in stats.items() if re.fullmatch(PAUSE_COUNTER.format(prio=prio), k)}
     j.reading = {"time": j.facts["time"], "boot_time": j.facts.get("boot_time"), "ports": ports, "pause": pause}
     j.deltas = {}
     prev_ok = (

@@ -8,12 +8,15 @@ Written by the launch to artifacts/<run_id>/fabric.json; the run's report.md sho
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_rungs
 
 # What the hosts' hw_counters say of congestion (mlx5): reported per host, never judged.
 CONGESTION = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets", "out_of_buffer")
+# The watch's samples of the no-drop priority's PFC frames (node_check.PAUSE_COUNTER, without the durations).
+PAUSE_FRAMES = re.compile(r"(rx|tx)_prio\d+_pause")
 
 
 def _check(result: dict, name: str) -> dict:
@@ -44,23 +47,36 @@ def host_account(result: dict | None) -> dict:
 
 
 def series(samples: list | None) -> dict[str, list]:
-    """One host's counter samples (the watch's, one per poll: [[epoch, {"mlx5_0:1": {counter: value}}], ...]) as
-    what grew since the first: {"t": epoch, "congestion": CNPs + ECN marks + out-of-buffer, "errors": the error
-    counters}, summed over the host's ports. A counter that went back (a reset) counts from its new value."""
-    out: dict[str, list] = {"t": [], "congestion": [], "errors": []}
+    """One host's counter samples (the watch's, one per poll: [[epoch, {"mlx5_0:1": {counter: value}, "rdma0":
+    {"rx_prio3_pause": value}}], ...]) as what grew since the first: {"t": epoch, "congestion": CNPs + ECN marks
+    + out-of-buffer, "errors": the error counters, "pauses": PFC pause frames of the no-drop priority, received and
+    sent}, summed over the host's ports (pause durations are left out: microseconds, not frames). A counter that
+    went back (a reset) counts from its new value."""
+    out: dict[str, list] = {"t": [], "congestion": [], "errors": [], "pauses": []}
     first: dict = {}
     for epoch, ports in samples or []:
-        grown = {"congestion": 0, "errors": 0}
+        grown = {"congestion": 0, "errors": 0, "pauses": 0}
         for port, counters in ports.items():
             for name, value in counters.items():
+                kind = _kind(name)
+                if kind is None:
+                    continue
                 base = first.setdefault((port, name), value)
                 if value < base:
                     first[(port, name)] = base = value
-                grown["congestion" if name in CONGESTION else "errors"] += value - base
+                grown[kind] += value - base
         out["t"].append(epoch)
-        out["congestion"].append(grown["congestion"])
-        out["errors"].append(grown["errors"])
+        for kind, value in grown.items():
+            out[kind].append(value)
     return out
+
+
+def _kind(name: str) -> str | None:
+    if name in CONGESTION:
+        return "congestion"
+    if PAUSE_FRAMES.fullmatch(name):
+        return "pauses"
+    return None if "_pause" in name else "errors"
 
 
 def job_fabric(
@@ -128,8 +144,8 @@ def job_fabric(
 
 
 def plot(fabric: dict, path) -> bool:
-    """fabric.png: each sampled host's congestion signals and error counters, grown since launch, over the run;
-    False (no file) when no host was sampled (no RDMA device)."""
+    """fabric.png: each sampled host's congestion signals, PFC pause frames and error counters, grown since launch,
+    over the run; False (no file) when no host was sampled (no RDMA device)."""
     sampled = {h: s for h, s in (fabric.get("series") or {}).items() if s.get("t")}
     if not sampled:
         return False
@@ -139,19 +155,21 @@ def plot(fabric: dict, path) -> bool:
     import matplotlib.pyplot as plt
 
     start = min(s["t"][0] for s in sampled.values())
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    for host, s in sampled.items():
-        t = [x - start for x in s["t"]]
-        top.plot(t, s["congestion"], label=host)
-        bottom.plot(t, s["errors"], label=host)
-    top.set_ylabel("CNPs + ECN marks + out-of-buffer")
-    bottom.set_ylabel("error counters")
-    bottom.set_xlabel("seconds since the first sample")
-    top.set_title("NIC counters grown during the run", fontsize=9)
-    for ax in (top, bottom):
+    panels = (
+        ("congestion", "CNPs + ECN marks\n+ out-of-buffer"),
+        ("pauses", f"PFC pauses, prio {fabric.get('nodrop_qos_group')}\n(rx + tx)"),
+        ("errors", "error counters"),
+    )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 6.5), sharex=True)
+    for ax, (kind, label) in zip(axes, panels, strict=True):
+        for host, s in sampled.items():
+            ax.plot([x - start for x in s["t"]], s.get(kind) or [0] * len(s["t"]), label=host)
+        ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
+    axes[-1].set_xlabel("seconds since the first sample")
+    axes[0].set_title("NIC counters grown during the run", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -188,7 +206,9 @@ def markdown(fabric: dict) -> list[str]:
     lines.append("")
     if sampled:
         lines += [
-            f"NIC counters sampled at every poll of the watch on {', '.join(sampled)}:",
+            f"NIC counters and the no-drop priority's PFC pauses (what each host's switch port paused) sampled at"
+            f" every poll of the watch on {', '.join(sampled)}; the switches themselves are read at launch and at"
+            " the end:",
             "",
             "![fabric](fabric.png)",
         ]

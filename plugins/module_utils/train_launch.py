@@ -672,7 +672,13 @@ PROPS = (
 
 
 def poll_script(
-    unit: str, run_dir: str, fabric_if: str, launch_id: str, engine: str = "systemd", job_id: str = ""
+    unit: str,
+    run_dir: str,
+    fabric_if: str,
+    launch_id: str,
+    engine: str = "systemd",
+    job_id: str = "",
+    nodrop_prio: int = 3,
 ) -> str:
     """The watch's one shell command per poll (parse_poll splits its output): the host's share of the job (the
     systemd engine: its unit's properties, read from the record saved beside its logs, logs/unit.show, once the unit
@@ -692,7 +698,7 @@ def poll_script(
             # The unit that brings the share back after a reboot (rejoin_unit_text), its keys prefixed `Rejoin`.
             f"systemctl show {rejoin} -p {REJOIN_PROPS} | sed 's/^/Rejoin/'; "
         )
-    return head + poll_tail(run_dir, fabric_if, launch_id)
+    return head + poll_tail(run_dir, fabric_if, launch_id, nodrop_prio=nodrop_prio)
 
 
 # The NIC counters every poll samples for the run's fabric account (train_fabric.py): rdma-node-check's error
@@ -701,12 +707,17 @@ SAMPLED_COUNTERS = (*node_check.DEFAULTS["error_counters"], *node_check.DEFAULTS
 _COUNTER_LINE = re.compile(r"/class/infiniband/([^/]+)/ports/(\d+)/(?:hw_)?counters/(\w+) (\d+)$")
 
 
-def poll_tail(run_dir: str, fabric_if: str, launch_id: str, sysfs: str = "/sys") -> str:
+def poll_tail(
+    run_dir: str, fabric_if: str, launch_id: str, sysfs: str = "/sys", nodrop_prio: int = 3, ethtool: str = "ethtool"
+) -> str:
     """What both engines' polls read after the host's share: the fabric link state, rank 0's latest metrics, the
-    worker failures torchrun logged in this launch (after its marker in logs/torchrun.log) and the RDMA ports'
-    SAMPLED_COUNTERS (none without an RDMA device; `sysfs`: another root, for the tests)."""
+    worker failures torchrun logged in this launch (after its marker in logs/torchrun.log), the RDMA ports'
+    SAMPLED_COUNTERS (none without an RDMA device) and the fabric interface's PFC pause counters of the no-drop
+    priority (`ethtool -S`: the pauses its switch port sent and received; none where the driver has no such
+    counters). `sysfs`, `ethtool`: another root and a stand-in, for the tests."""
     marker = f"=== launch {launch_id} ==="
     names = " ".join(SAMPLED_COUNTERS)
+    pause = node_check.PAUSE_COUNTER.format(prio=int(nodrop_prio))
     return (
         "echo @@link; "
         f"cat /sys/class/net/{shlex.quote(fabric_if)}/operstate 2>/dev/null; echo @@metrics; "
@@ -715,17 +726,26 @@ def poll_tail(run_dir: str, fabric_if: str, launch_id: str, sysfs: str = "/sys")
         "f && (/failed \\(exitcode: / || /^(\\[rank[0-9]+\\]: *)?error: /)' "
         f"{shlex.quote(run_dir + '/logs/torchrun.log')} 2>/dev/null | tail -n 10; echo @@counters; "
         f"for d in {shlex.quote(sysfs)}/class/infiniband/*/ports/*; do for g in counters hw_counters; do "
-        f'for n in {names}; do f=$d/$g/$n; [ -r $f ] && echo "$f $(cat $f)"; done; done; done; true'
+        f'for n in {names}; do f=$d/$g/$n; [ -r $f ] && echo "$f $(cat $f)"; done; done; done; '
+        # ethtool lives in sbin, which a non-login shell's PATH may lack.
+        f"echo @@pause; PATH=$PATH:/usr/sbin:/sbin {shlex.quote(ethtool)} -S {shlex.quote(fabric_if)} 2>/dev/null "
+        f"| grep -E {shlex.quote('^ *' + pause + ':')}; true"
     )
 
 
-def parse_poll_counters(stdout: str) -> dict[str, dict[str, int]]:
-    """The poll's `@@counters` section: {"mlx5_0:1": {counter: value}} ({} without an RDMA device)."""
+def parse_poll_counters(stdout: str, fabric_if: str = "") -> dict[str, dict[str, int]]:
+    """The poll's `@@counters` section: {"mlx5_0:1": {counter: value}}, and its `@@pause` section under the fabric
+    interface's name: {"rdma0": {"rx_prio3_pause": value}} ({} without an RDMA device or pause counters)."""
     out: dict[str, dict[str, int]] = {}
-    for line in stdout.partition("@@counters\n")[2].splitlines():
+    counters, _, pause = stdout.partition("@@counters\n")[2].partition("@@pause\n")
+    for line in counters.splitlines():
         m = _COUNTER_LINE.search(line.strip())
         if m:
             out.setdefault(f"{m.group(1)}:{m.group(2)}", {})[m.group(3)] = int(m.group(4))
+    for line in pause.splitlines():
+        name, _, value = line.strip().partition(":")
+        if value.strip().isdigit():
+            out.setdefault(fabric_if or "fabric", {})[name] = int(value)
     return out
 
 

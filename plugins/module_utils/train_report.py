@@ -514,7 +514,8 @@ def plot(summary: dict, run: Path) -> list[str]:
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.lines:  # a run without metrics has no curve to name
+            ax.legend()
         fig.tight_layout()
         fig.savefig(run / name, dpi=110)
         plt.close(fig)

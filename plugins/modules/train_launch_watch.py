@@ -46,6 +46,20 @@ options:
     description: The rendezvous store's own host (train_launch_rdzv_host); empty - node rank 0's agent holds it.
     type: str
     default: ""
+  engine:
+    description: How the job runs - C(systemd) (a transient unit per host) or C(slurm) (a step of a Slurm job).
+    type: str
+    choices: [systemd, slurm]
+    default: systemd
+  job_id: {description: The Slurm job's id (engine slurm)., type: str, default: ""}
+  queue_timeout:
+    description: Seconds a Slurm job may wait in the queue, not counted against the deadline; 0 - no limit.
+    type: float
+    default: 0
+  nodrop_prio:
+    description: The no-drop priority whose PFC pause counters (C(ethtool -S)) every poll samples (cluster_nodrop_cos).
+    type: int
+    default: 3
 author: rdma-llm-cluster maintainers (@rdma-llm-cluster)
 """
 
@@ -71,5 +85,13 @@ job:
 timed_out:
   description: The deadline passed with the job still running.
   type: bool
+  returned: always
+counter_samples:
+  description:
+    - "One sample per poll, C([epoch, {port: {counter: value}}]) - the RDMA ports' error and congestion counters
+      (C(mlx5_0:1)) and the fabric interface's PFC pause counters of O(nodrop_prio) (under its name); at most 360,
+      thinned evenly over a long run. Empty without an RDMA device or such counters."
+  type: list
+  elements: list
   returned: always
 """

@@ -5,6 +5,7 @@ change between two runs. Each fault is a real recording with one fact changed.""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -955,6 +956,13 @@ def test_each_gpu_against_its_nearest_fabric_nic(tmp_path: Path) -> None:
     assert [c["status"] for c in checks(nc.evaluate(facts, loose), "gpu nic affinity")][2] == "pass"
     strict = config(thresholds={"gpu_nic_fail_above": "PIX"})
     assert [c["status"] for c in checks(nc.evaluate(facts, strict), "gpu nic affinity")][:2] == ["pass", "fail"]
+
+
+def test_affinity_levels_are_nvidia_smis_own() -> None:
+    """The levels the affinity check names are those `nvidia-smi topo -m` prints in its legend (the H200 recording),
+    in its order from farthest to nearest, so a warning reads as the tool an operator checks it with."""
+    legend = re.findall(r"^  (\S+) += Connection", (FIX / "nvidia_smi_topo_h200_1gpu.txt").read_text(), re.M)
+    assert [level for level in legend if level != "NV#"] == list(reversed(nc.PCI_LEVELS)), legend
 
 
 def test_affinity_skips_without_pci_places(tmp_path: Path) -> None:

@@ -119,19 +119,57 @@ def test_each_poll_samples_the_rdma_counters_from_sysfs(tmp_path) -> None:
     assert F.parse_poll_counters(subprocess.run(["sh", "-c", empty], capture_output=True, text=True).stdout) == {}
 
 
+def _ethtool(tmp_path, recording: str):
+    """A stand-in for ethtool that prints a recorded `ethtool -S` (tests/fixtures/node_check/) for any interface."""
+    path = tmp_path / "ethtool"
+    path.write_text(f"#!/bin/sh\ncat {ROOT / 'tests' / 'fixtures' / 'node_check' / recording}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_each_poll_samples_the_nodrop_prioritys_pause_counters(tmp_path) -> None:
+    """The poll reads `ethtool -S` of the fabric interface: the recorded mlx5 output with priority 3's PFC counters
+    gives them (frames and durations, not the transitions) under the interface's name; priority 4, which has none
+    there, and the recording without PFC give nothing."""
+    import subprocess
+
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as F
+
+    def sample(prio: int, recording: str) -> dict:
+        script = F.poll_tail(
+            str(tmp_path / "run"), "rdma0", "L1", str(tmp_path / "none"), prio, _ethtool(tmp_path, recording)
+        )
+        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+        return F.parse_poll_counters(out, "rdma0")
+
+    pfc = sample(3, "ethtool_mlx5_pfc_prio3.txt")
+    assert list(pfc) == ["rdma0"] and sorted(pfc["rdma0"]) == [
+        "rx_prio3_pause", "rx_prio3_pause_duration", "tx_prio3_pause", "tx_prio3_pause_duration"
+    ], pfc  # fmt: skip
+    assert all(v > 0 for v in pfc["rdma0"].values()), pfc
+    assert sample(4, "ethtool_mlx5_pfc_prio3.txt") == {} and sample(3, "ethtool_mlx5_cx4.txt") == {}
+
+
 def test_samples_become_what_grew_since_launch_and_a_plot(tmp_path) -> None:
     samples = [
         [100.0, {"mlx5_0:1": {"np_cnp_sent": 10, "symbol_error": 4}, "mlx5_1:1": {"np_ecn_marked_roce_packets": 0}}],
         [110.0, {"mlx5_0:1": {"np_cnp_sent": 25, "symbol_error": 4}, "mlx5_1:1": {"np_ecn_marked_roce_packets": 7}}],
         [120.0, {"mlx5_0:1": {"np_cnp_sent": 5, "symbol_error": 6}, "mlx5_1:1": {"np_ecn_marked_roce_packets": 9}}],
     ]
-    # The CNP counter went back at 120 (a reset): it counts from its new value; the errors grew by 2.
-    assert tf.series(samples) == {"t": [100.0, 110.0, 120.0], "congestion": [0, 22, 9], "errors": [0, 0, 2]}
+    samples[1][1]["rdma0"] = {"rx_prio3_pause": 50, "rx_prio3_pause_duration": 900, "tx_prio3_pause": 1}
+    samples[2][1]["rdma0"] = {"rx_prio3_pause": 80, "rx_prio3_pause_duration": 1400, "tx_prio3_pause": 3}
+    # The CNP counter went back at 120 (a reset): it counts from its new value; the errors grew by 2; 32 pause
+    # frames since the interface's first sample (its durations, in microseconds, are not frames).
+    assert tf.series(samples) == {
+        "t": [100.0, 110.0, 120.0], "congestion": [0, 22, 9], "errors": [0, 0, 2], "pauses": [0, 0, 32]
+    }  # fmt: skip
     fabric = tf.job_fabric({}, switch(), switch(), 3, PORTS, samples={"n1": samples, "n2": []})
     assert list(fabric["series"]) == ["n1"]
     assert tf.plot(fabric, tmp_path / "fabric.png") and (tmp_path / "fabric.png").stat().st_size > 2000
     md = "\n".join(tf.markdown(fabric))
-    assert "NIC counters sampled at every poll of the watch on n1" in md and "![fabric](fabric.png)" in md
+    assert "the no-drop priority's PFC pauses (what each host's switch port paused) sampled at every poll" in md
+    assert "of the watch on n1; the switches themselves are read at launch and at the end" in md
+    assert "![fabric](fabric.png)" in md
     none = tf.job_fabric({}, switch(), switch(), 3, PORTS, samples={"n1": []})
     assert not tf.plot(none, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
     assert "No NIC counters sampled during the run" in "\n".join(tf.markdown(none))
@@ -150,5 +188,7 @@ def test_the_watch_keeps_a_bounded_sample_of_the_whole_run() -> None:
     assert len(watch._samples) <= W.MAX_SAMPLES and watch._samples[0][1] == {"mlx5_0:1": {"np_cnp_sent": 0}}
     values = [s[1]["mlx5_0:1"]["np_cnp_sent"] for s in watch._samples]
     assert values == sorted(values) and values[-1] >= W.MAX_SAMPLES * 3 - 8, values[-5:]
-    watch._sample("@@counters\n")  # no RDMA device: nothing kept
+    watch._sample("@@counters\n@@pause\n")  # no RDMA device, no PFC counters: nothing kept
     assert len(watch._samples) == len(values)
+    watch._sample("@@counters\n@@pause\n     rx_prio3_pause: 7\n", "rdma0")
+    assert watch._samples[-1][1] == {"rdma0": {"rx_prio3_pause": 7}}
