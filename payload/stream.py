@@ -4,7 +4,9 @@ them, so a corpus larger than a node's disk or memory trains from where it lies 
 The source is Hugging Face `datasets` in streaming mode over local files (jsonl/json, parquet, arrow, or text
 files with one document per file), in the files' order. Each rank reads its own documents
 (`datasets.distributed.split_dataset_by_node`: whole files where their count divides by the world size, else every
-world-size-th document). Documents become blocks of block_size + 1 tokens by one of three strategies (`packing`):
+world-size-th document). A directory with an `index.json` is MosaicML streaming's MDS shards, read here (MDSSource:
+the `streaming` package cannot share a venv with this torch), every world-size-th sample to each rank.
+Documents become blocks of block_size + 1 tokens by one of three strategies (`packing`):
 
 - `pack`: documents end to end, each followed by the end-of-text token, cut into blocks; a document may continue
   in the next block, and no token is dropped (as the packed cache does).
@@ -20,6 +22,10 @@ resumed run trains on the same next tokens as one never stopped. At the end of t
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +41,11 @@ class StreamError(ValueError):
 
 
 def stream_files(data: str) -> tuple[str, list[str]]:
-    """(datasets builder, files in order) of a file or a directory of files of one format."""
+    """(datasets builder, files in order) of a file or a directory of files of one format; ("mds", shards in the
+    index's order) of an MDS directory."""
     p = Path(data)
+    if (p / MDS_INDEX).is_file():
+        return "mds", [str(p / shard_file(s)) for s in mds_index(p)]
     if p.is_file():
         files = [p]
     elif p.is_dir():
@@ -58,6 +67,8 @@ def open_source(data: str, text_column: str, rank: int, world_size: int, found: 
     from datasets.distributed import split_dataset_by_node
 
     builder, files = found or stream_files(data)
+    if builder == "mds":
+        return MDSSource(data, text_column, rank, world_size)
     opts = {"sample_by": "document"} if builder == "text" else {}
     ds = datasets.load_dataset(builder, data_files=files, split="train", streaming=True, **opts)
     if text_column not in (ds.column_names or [text_column]):
@@ -65,6 +76,119 @@ def open_source(data: str, text_column: str, rank: int, world_size: int, found: 
     if builder != "text" and text_column != "text":
         ds = ds.rename_column(text_column, "text")
     return split_dataset_by_node(ds.select_columns(["text"]), rank=rank, world_size=world_size)
+
+
+# MosaicML streaming's MDS format (streaming/base/format/mds, version 2): a directory's index.json lists the shards;
+# a shard file is its sample count (uint32), count + 1 offsets (uint32, from the file's start), then the samples;
+# a sample is the byte sizes of its variable-size columns (uint32 each), then every column's bytes.
+MDS_INDEX = "index.json"
+# Text as MDS encodes it; the decompressors of the compressions MDS offers that Python has built in.
+MDS_TEXT = {"str": lambda b: b.decode("utf-8"), "bytes": lambda b: b.decode("utf-8")}
+MDS_DECOMPRESS = {"gz": gzip.decompress, "bz2": bz2.decompress}
+
+
+def mds_index(root: Path) -> list[dict]:
+    try:
+        index = json.loads((root / MDS_INDEX).read_text())
+        shards = index["shards"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise StreamError(f"{root / MDS_INDEX}: not an MDS index ({e})") from e
+    for s in shards:
+        if s.get("format") != "mds" or "samples" not in s or "raw_data" not in s:
+            raise StreamError(f"{root / MDS_INDEX}: shard {s.get('raw_data')}: format {s.get('format')!r}, not mds")
+    return shards
+
+
+def shard_file(shard: dict) -> str:
+    """The file a shard is read from: its raw data, or its compressed copy where only that was written."""
+    zipped = shard.get("zip_data") if shard.get("compression") else None
+    return (zipped or shard["raw_data"])["basename"]
+
+
+def _mds_decompress(path: Path, shard: dict) -> bytes:
+    raw = path.parent / shard["raw_data"]["basename"]
+    if raw.exists():  # streaming keeps a decompressed copy beside the compressed one once it has read it
+        return raw.read_bytes()
+    algo = str(shard["compression"]).split(":")[0]
+    if algo == "zstd":
+        try:
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompress(path.read_bytes())
+        except ImportError:
+            pass
+    if algo not in MDS_DECOMPRESS:
+        raise StreamError(
+            f"{path}: compressed with {shard['compression']}, which this venv cannot read (gz and bz2 can be; "
+            "or write the shards without compression)"
+        )
+    return MDS_DECOMPRESS[algo](path.read_bytes())
+
+
+class MDSSource:
+    """MDS shards as a stream source (TokenStream's contract: iterate rows {"text"}, state_dict, load_state_dict).
+    Rank r reads samples r, r + world, r + 2 world, ... in the index's order; its position is the next sample's
+    global number. Each shard is checked against the digests its index holds that hashlib knows (sha1, md5, ...;
+    xxh hashes are left out) when it is opened."""
+
+    def __init__(self, data: str, column: str, rank: int, world_size: int):
+        self.root, self.column = Path(data), column
+        self.shards = mds_index(self.root)
+        for s in self.shards:
+            if column not in s.get("column_names", []):
+                raise StreamError(f"{data}: no column {column!r} (columns: {s.get('column_names')})")
+            encoding = s["column_encodings"][s["column_names"].index(column)]
+            if encoding not in MDS_TEXT:
+                raise StreamError(f"{data}: column {column!r} is MDS {encoding!r}, not text (str or bytes)")
+        self.starts = np.cumsum([0] + [int(s["samples"]) for s in self.shards]).tolist()
+        self.rank, self.world = rank, world_size
+        self.position = rank
+        self._open: tuple[int, bytes] | None = None
+
+    def state_dict(self) -> dict:
+        return {"sample": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.position = int(state["sample"])
+
+    def _shard(self, i: int) -> bytes:
+        if self._open is None or self._open[0] != i:
+            shard = self.shards[i]
+            path = self.root / shard_file(shard)
+            try:
+                raw = path.read_bytes()
+            except OSError as e:
+                raise StreamError(f"{path}: {e.strerror}") from e
+            zipped = bool(shard.get("compression"))
+            for algo, digest in (
+                ((shard.get("zip_data") if zipped else shard["raw_data"]) or {}).get("hashes", {}).items()
+            ):
+                if algo in hashlib.algorithms_available and hashlib.new(algo, raw).hexdigest() != digest:
+                    raise StreamError(f"{path}: {algo} differs from {MDS_INDEX} (corrupted or modified shard)")
+            self._open = (i, _mds_decompress(path, shard) if zipped else raw)
+        return self._open[1]
+
+    def _sample(self, n: int) -> str:
+        i = int(np.searchsorted(self.starts, n, side="right")) - 1
+        shard, data = self.shards[i], self._shard(i)
+        k = n - self.starts[i]
+        begin, end = np.frombuffer(data, np.uint32, 2, 4 + 4 * k)
+        sample = data[begin:end]
+        sizes, at = [], 0
+        for size in shard["column_sizes"]:
+            if size is None:  # variable size: read from the sample's head
+                size = int(np.frombuffer(sample, np.uint32, 1, at)[0])
+                at += 4
+            sizes.append(size)
+        column = shard["column_names"].index(self.column)
+        start = at + sum(sizes[:column])
+        return MDS_TEXT[shard["column_encodings"][column]](sample[start : start + sizes[column]])
+
+    def __iter__(self):
+        while self.position < self.starts[-1]:
+            n = self.position
+            self.position += self.world
+            yield {"text": self._sample(n)}
 
 
 class TokenStream:
@@ -93,6 +217,11 @@ class TokenStream:
             self._iter = None
             self.epoch += 1
             self.source.load_state_dict(self._start)
+        if self.docs:  # an epoch starts after the held-out head (start()), which took the rest of the share
+            raise StreamError(
+                "this rank's share of the corpus ends within the blocks held out for validation (eval_batches x "
+                "batch_size): hold out fewer, or give --eval_data"
+            )
         raise StreamError("the corpus has no documents for this rank")
 
     def next_block(self) -> np.ndarray:

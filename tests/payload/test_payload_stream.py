@@ -12,6 +12,7 @@ from payload_helpers import base_args, read_jsonl, run_ok
 
 from payload import data as D
 from payload import stream as ST
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.payload
 
@@ -120,6 +121,65 @@ def test_parquet_and_text_files_stream_too(jsonl_dir, tmp_path):
     assert np.concatenate([s.next_block()[:-1] for _ in range(3)]).tolist() == tokens_of(docs[:3])[:12]
 
 
+MDS = ROOT / "tests" / "fixtures" / "stream"
+
+
+def test_mds_shards_stream_the_documents_mosaicml_wrote(jsonl_dir, tmp_path):
+    """MDS shards written by MosaicML streaming's own MDSWriter (tests/fixtures/stream/, 3 shards of 10, 9 and 2
+    samples: raw with SHA-1 and xxh64 digests, and gzip-compressed): the same documents in the same order as the
+    jsonl files (the blocks of `pack` equal, both ranks' shares the documents), and a resumed MDS stream gives the
+    same next blocks."""
+    from tests.fixtures.stream.write_mds import documents as written
+
+    flat = [d for f in documents() for d in f]
+    assert written() == flat  # the fixtures hold these documents
+    assert ST.stream_files(str(MDS / "mds")) == ("mds", [str(MDS / "mds" / f"shard.0000{i}.mds") for i in range(3)])
+    for kind in ("mds", "mds_gz"):
+        assert [row["text"] for row in ST.open_source(str(MDS / kind), "body", 0, 1)] == flat, kind
+        want = [b.tolist() for b in _blocks(stream(jsonl_dir), 30)]
+        assert [b.tolist() for b in _blocks(stream(MDS / kind), 30)] == want, kind
+    shares = [[row["text"] for row in ST.open_source(str(MDS / "mds"), "body", r, 2)] for r in range(2)]
+    assert shares == [flat[0::2], flat[1::2]]
+    straight = stream(MDS / "mds", "overflow", rank=1, world=2)
+    want = [b.tolist() for b in _blocks(straight, 20)]
+    first = stream(MDS / "mds", "overflow", rank=1, world=2)
+    _blocks(first, 7)
+    second = stream(MDS / "mds", "overflow", rank=1, world=2)
+    second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert [b.tolist() for b in _blocks(second, 13)] == want[7:] and second.epoch == straight.epoch
+
+
+def test_bad_mds_input_is_named(tmp_path):
+    import shutil
+
+    bad = tmp_path / "mds"
+    shutil.copytree(MDS / "mds", bad)
+    with pytest.raises(ST.StreamError, match=r"no column 'text' \(columns: \['body', 'n'\]\)"):
+        ST.open_source(str(bad), "text", 0, 1)
+    with pytest.raises(ST.StreamError, match="column 'n' is MDS 'int', not text"):
+        ST.open_source(str(bad), "n", 0, 1)
+    shard = bad / "shard.00001.mds"
+    shard.write_bytes(shard.read_bytes().replace(b"abc", b"abd", 1))
+    with pytest.raises(ST.StreamError, match=r"shard.00001.mds: sha1 differs from index.json"):
+        list(ST.open_source(str(bad), "body", 0, 1))
+    # A share of one document, all of it held out for validation: training has nothing left, and says why.
+    tiny = ST.TokenStream(ST.open_source(str(MDS / "mds"), "body", 20, 21), encode, EOS, 2, "trunc")
+    tiny.next_block()
+    tiny.start()
+    with pytest.raises(ST.StreamError, match="ends within the blocks held out for validation"):
+        tiny.next_block()
+    (bad / "index.json").write_text("{}")
+    with pytest.raises(ST.StreamError, match="not an MDS index"):
+        ST.stream_files(str(bad))
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:  # the payload's venv: named, not misread
+        with pytest.raises(ST.StreamError, match=r"compressed with zstd, which this venv cannot read"):
+            list(ST.open_source(str(MDS / "mds_zstd"), "body", 0, 1))
+    else:
+        assert len(list(ST.open_source(str(MDS / "mds_zstd"), "body", 0, 1))) == 21
+
+
 def _blocks(s, n):
     return [s.next_block() for _ in range(n)]
 
@@ -185,3 +245,16 @@ def test_two_ranks_resume_a_stream_exactly(launch, tmp_path, play_jsonl, tokeniz
 
     assert [s for s, _ in losses(split)] == [s for s, _ in losses(straight)]
     assert [v for _, v in losses(split)] == pytest.approx([v for _, v in losses(straight)], abs=2e-3)
+
+
+def test_two_ranks_train_on_mds_shards(launch, tmp_path, tokenizer_dir):
+    """MDS shards through train.py under torchrun: each rank streams its share of the written samples (a corpus this
+    small is read many times over: epochs) and its position is checkpointed with the run."""
+    out = tmp_path / "run"
+    opts = {**STREAM, "max_steps": 4, "batch_size": 2, "block_size": 8, "eval_batches": 1}
+    args = base_args(out, MDS / "mds", tokenizer_dir, tmp_path / "cache", **opts)
+    log = run_ok(launch, [*args, "--text_column=body", "--ckpt_interval=4"])
+    assert "data: streaming" in log and "(3 mds files, each rank its share)" in log, log[-3000:]
+    assert json.loads((out / "result.json").read_text())["status"] == "completed"
+    states = [json.loads((out / "checkpoints" / "step_0000004" / f"stream_rank{r}.json").read_text()) for r in (0, 1)]
+    assert [s["source"]["sample"] % 2 for s in states] == [0, 1] and all(s["epoch"] > 0 for s in states), states
