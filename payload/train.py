@@ -451,16 +451,19 @@ class Trainer:
     def _saved_batch(self) -> int:
         """The micro-batch of the checkpoint a resume would start from (0: none): a resumed run keeps its batch
         whatever auto would pick now, so that it sees the data it would have seen."""
-        cfg = self.cfg
-        if cfg.resume_from:
-            ckpt = self._resume_from_dir()
-        elif cfg.resume and (latest := self.out / "checkpoints" / "latest").exists():
-            ckpt = self.out / "checkpoints" / latest.read_text().strip()
-        else:
-            return 0
+        ckpt = self._resume_candidate() if self.cfg.resume or self.cfg.resume_from else None
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            return int(json.loads((ckpt / "trainer.json").read_text())["config"]["batch_size"])
+            return int(json.loads((ckpt / "trainer.json").read_text())["config"]["batch_size"]) if ckpt else 0
         return 0
+
+    def _resume_candidate(self) -> Path | None:
+        """The checkpoint a resume starts from, before any check: --resume_from's, else the one `latest` names
+        (None: this node has none). _resume verifies it, and may fall back to an older one."""
+        if self.cfg.resume_from:
+            return self._resume_from_dir()
+        latest = self.out / "checkpoints" / "latest"
+        tag = latest.read_text().strip() if latest.exists() else ""
+        return self.out / "checkpoints" / tag if tag else None
 
     def _setup_gate(self) -> None:
         cfg = self.cfg
@@ -781,8 +784,9 @@ class Trainer:
 
     def _resume(self) -> str | None:
         cfg = self.cfg
+        candidate = self._resume_candidate()
         if cfg.resume_from:
-            ckpt = self._resume_from_dir()
+            ckpt = candidate
             here = (ckpt / "trainer.json").is_file()
             if not self._all_reduce([1.0 if here else 0.0], dist.ReduceOp.MIN)[0]:  # every rank stops, not some
                 raise RunError(
@@ -800,8 +804,7 @@ class Trainer:
                     1,
                 )
         else:
-            latest = self.ckpt_root / "latest"
-            tag = latest.read_text().strip() if latest.exists() else ""
+            tag = candidate.name if candidate else ""
             found = self._all_reduce([1.0 if tag else 0.0], dist.ReduceOp.MIN)[0]
             if not found:
                 if tag:

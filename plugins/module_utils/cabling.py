@@ -21,6 +21,19 @@ _ETH = re.compile(r"^(?:Eth|Ethernet)(\d.*)$", re.I)
 _MAC = re.compile(r"^(?:[0-9a-f]{2}[:-]){5}[0-9a-f]{2}$|^(?:[0-9a-f]{4}\.){2}[0-9a-f]{4}$", re.I)
 
 
+def names(nodes: list[str], switches: list[str] = (), hostname_of=lambda host: None) -> dict[str, str]:
+    """alias -> inventory node or switch, as a port's description, its `peer` or LLDP may name it: a node's inventory
+    name, its short form and its hostname (`hostname_of(node)`: the common role's common_hostname), a switch's
+    inventory name."""
+    out: dict[str, str] = {}
+    for node in nodes:
+        for alias in (node, node.split(".")[0], hostname_of(node)):
+            if isinstance(alias, str) and alias:
+                out.setdefault(alias, node)
+    out.update({sw: sw for sw in switches})
+    return out
+
+
 def port_name(name: Any) -> str:
     """`Eth1/1`, `ethernet1/1` -> `Ethernet1/1`; anything else as given."""
     text = str(name or "").strip()
@@ -238,8 +251,8 @@ def compare(
         if link["peer"] is None:
             checks.append({"where": end(link), "status": "skip", "detail": "the inventory names no far end"})
             continue
-        seen_map = switch_seen.get(link["switch"], "unread")
-        if seen_map == "unread":
+        seen_map = switch_seen.get(link["switch"])
+        if link["switch"] not in switch_seen:
             status, detail = "skip", f"{link['switch']} not read"
         elif seen_map is None:
             status, detail = "skip", f"LLDP off on {link['switch']} (feature lldp)"
@@ -256,9 +269,9 @@ def compare(
         checks.append({"where": end(link), "status": status, "detail": detail})
         if link["kind"] != "host" or not link["peer_port"]:
             continue
-        from_host = host_seen.get(link["peer"], "unread")
+        from_host = host_seen.get(link["peer"])
         where = far(link)
-        if from_host == "unread":
+        if link["peer"] not in host_seen:
             continue
         if from_host is None:
             checks.append({"where": where, "status": "skip", "detail": f"no lldpd on {link['peer']}"})

@@ -1355,14 +1355,8 @@ def slurm_partitions(inv: Inventory) -> Iterator[Problem]:
 
 
 def _aliases(inv: Inventory, nodes: list[str], switches: list[str]) -> dict[str, str]:
-    """alias -> inventory host or switch, as a port's description or LLDP may name it."""
-    names: dict[str, str] = {}
-    for h in nodes:
-        for alias in (h, h.split(".")[0], inv.get(h, "common_hostname")):
-            if isinstance(alias, str):
-                names.setdefault(alias, h)
-    names.update({sw: sw for sw in switches})
-    return names
+    """alias -> inventory host or switch, as a port's description or LLDP may name it (cabling.names)."""
+    return cabling.names(nodes, switches, lambda h: inv.get(h, "common_hostname"))
 
 
 @rule

@@ -405,14 +405,9 @@ def partitions(
     return out
 
 
-def host_aliases(hostvars: Mapping, hosts: list[str]) -> dict[str, str]:
-    """alias -> inventory host: the inventory name, its short form and the common role's hostname."""
-    names = {}
-    for h in hosts:
-        for alias in (h, h.split(".")[0], _get(hostvars, h, "common_hostname")):
-            if isinstance(alias, str) and alias:
-                names.setdefault(alias, h)
-    return names
+def host_aliases(hostvars: Mapping, hosts: list[str], switches: list[str] = ()) -> dict[str, str]:
+    """alias -> inventory host (or switch) by cabling.names, the hostnames from the hosts' variables."""
+    return cabling.names(hosts, switches, lambda h: _get(hostvars, h, "common_hostname"))
 
 
 def switch_ports(hostvars: Mapping, switches: list[str]) -> dict[str, list]:
@@ -491,7 +486,7 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
     topo = {"lines": [], "unplaced": [], "notes": []}
     if settings.get("topology", "auto") == "auto":
         switches = list(groups.get(SWITCHES) or [])
-        names = host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
+        names = host_aliases(hostvars, nodes, switches)
         topo = topology(switch_ports(hostvars, switches), nodes, names, nodename)
         if topo["unplaced"]:
             raise RuleError(

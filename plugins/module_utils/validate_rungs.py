@@ -466,7 +466,7 @@ def _probe_failures(outputs):
 
 
 def _rank0(outputs):
-    return next((o for o in outputs.values() if o and o.get("rank") == 0 and o.get("results") is not None), None)
+    return next((o for o in outputs.values() if o and o.get("rank") == 0 and o.get("collectives") is not None), None)
 
 
 def bisection_suspects(outputs, collective):
@@ -519,7 +519,7 @@ def evaluate_allreduce(outputs, speeds, fraction=0.7, world=None, expect=None, r
             "allreduce", "fail", reason=reason, unit="Gb/s", bad_hosts=sorted(set(failed) | {c["host"] for c in bad}),
             checks=checks, transport=transport,
         )  # fmt: skip
-    results = report["results"]
+    results = report["collectives"].get("all_reduce") or []
     # Every rank checks its own result (each element must be n(n+1)/2): a rank whose result is wrong is named.
     wrong_on = _wrong(outputs, "all_reduce")
     wrong = sorted({r["bytes"] for r in results if not r.get("correct")} | {b for w in wrong_on.values() for b in w})
@@ -841,7 +841,7 @@ def slurm_topology(hostvars, groups, found, mode="auto"):
     if not switches:
         return None
     nodename = {h: (found.get(h) or {}).get("NodeName") or h.split(".")[0] for h in nodes}
-    names = slurm_rules.host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
+    names = slurm_rules.host_aliases(hostvars, nodes, switches)
     return slurm_rules.topology(slurm_rules.switch_ports(hostvars, switches), nodes, names, nodename)["lines"]
 
 
@@ -963,7 +963,7 @@ def evaluate_cabling(hostvars, switches, nodes, switch_lldp, host_lldp=None, mac
     switches, nodes = list(switches or []), list(nodes or [])
     if not switches:
         return make_rung("cabling", "skip", reason="no switch in the inventory (group switches)")
-    names = slurm_rules.host_aliases(hostvars, nodes) | {sw: sw for sw in switches}
+    names = slurm_rules.host_aliases(hostvars, nodes, switches)
     names |= {sw.split(".")[0]: sw for sw in switches}
     links = cabling.links(slurm_rules.switch_ports(hostvars, switches), names)
     switch_seen = {sw: cabling.parse_nxos_lldp(text) for sw, text in (switch_lldp or {}).items() if text is not None}

@@ -39,7 +39,7 @@ PLAY = """\
         name: cluster_validate
         tasks_from: switch_read.yml
       vars:
-        __cluster_validate_switch_when: before
+        cluster_validate_switch_reading: before
 
     - name: Traffic moves the counters
       ansible.builtin.copy:

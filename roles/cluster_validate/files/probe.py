@@ -320,7 +320,7 @@ def collectives(args) -> dict:
     """Rank 0 hosts the store. Each collective of `--collectives`, each size of the sweep (`--gpu-sizes` on NCCL):
     warm-up, then `iters` timed calls on float32 tensors, busbw by nccl-tests' factors. Every rank checks its own
     output (`chunk_values`) and returns the sizes where it was wrong (`wrong`, per collective); rank 0 returns the
-    sweeps (`collectives`; `results`: the all-reduce's). A collective whose largest size is below its `--floor`
+    sweeps (`collectives`, each a list of sizes). A collective whose largest size is below its `--floor`
     is bisected over the nodes at that size (`bisection`). On NCCL, every rank returns the lines of NCCL's debug
     log that say which transport it used."""
     os.environ["GLOO_SOCKET_IFNAME"] = args.ifname
@@ -375,7 +375,6 @@ def collectives(args) -> dict:
         out["wrong"] = wrong
         if args.rank == 0:
             out["collectives"] = sweeps
-            out["results"] = sweeps.get("all_reduce", [])
     except Exception as exc:  # reported with the rank, the controller names the host
         out = {"ok": False, "rank": args.rank, "error": f"{type(exc).__name__}: {exc}"[:500]}
     finally:

@@ -343,7 +343,7 @@ def test_allreduce_rung() -> None:
         {"bytes": 1 << 24, "algbw_gbps": 6.0, "busbw_gbps": 8.0, "correct": True},
     ]
     out = {
-        "n1": {"ok": True, "rank": 0, "world": 3, "backend": "gloo", "results": results},
+        "n1": {"ok": True, "rank": 0, "world": 3, "backend": "gloo", "collectives": {"all_reduce": results}},
         "n2": {"ok": True, "rank": 1},
     }
     unknown = vr.evaluate_allreduce(out, {"n1": None, "n2": None})
@@ -360,7 +360,14 @@ def test_allreduce_rung_fails_a_wrong_result_naming_the_rank() -> None:
         {"bytes": 1 << 24, "algbw_gbps": 6.0, "busbw_gbps": 8.0, "correct": True},
     ]
     out = {
-        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "gloo", "results": results, "wrong": {}},
+        "n1": {
+            "ok": True,
+            "rank": 0,
+            "world": 2,
+            "backend": "gloo",
+            "collectives": {"all_reduce": results},
+            "wrong": {},
+        },
         "n2": {"ok": True, "rank": 1, "wrong": {"all_reduce": [1 << 24]}},
     }
     # Fast, and wrong on rank 1: the rung fails and names that node, whatever the bandwidth.
@@ -433,11 +440,11 @@ def test_allreduce_probe_checks_the_result_on_every_rank() -> None:
     pytest.importorskip("torch")
     good = _two_ranks(None)
     assert good["n1"]["ok"] and good["n1"]["wrong"] == {} and good["n2"]["wrong"] == {}, good
-    assert [r["correct"] for r in good["n1"]["results"]] == [True, True]
+    assert [r["correct"] for r in good["n1"]["collectives"]["all_reduce"]] == [True, True]
     assert vr.evaluate_allreduce(good, {"n1": None, "n2": None})["status"] == "pass"
     # Rank 1 gets a wrong sum: rank 0's result is right, so only rank 1's own check can see it.
     bad = _two_ranks(1)
-    assert [r["correct"] for r in bad["n1"]["results"]] == [True, True], bad
+    assert [r["correct"] for r in bad["n1"]["collectives"]["all_reduce"]] == [True, True], bad
     assert bad["n2"]["wrong"] == {"all_reduce": [4096, 65536]}, bad
     rung = vr.evaluate_allreduce(bad, {"n1": None, "n2": None})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["n2"], rung
@@ -1105,7 +1112,14 @@ RESULTS = [{"bytes": 1 << 25, "algbw_gbps": 150.0, "busbw_gbps": 150.0, "correct
 
 def _nccl_outputs(log1: str, log2: str) -> dict:
     return {
-        "n1": {"ok": True, "rank": 0, "world": 2, "backend": "nccl", "results": RESULTS, "nccl_log": _nccl(log1)},
+        "n1": {
+            "ok": True,
+            "rank": 0,
+            "world": 2,
+            "backend": "nccl",
+            "collectives": {"all_reduce": RESULTS},
+            "nccl_log": _nccl(log1),
+        },
         "n2": {"ok": True, "rank": 1, "world": 2, "backend": "nccl", "nccl_log": _nccl(log2)},
     }
 
