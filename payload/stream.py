@@ -45,7 +45,7 @@ def stream_files(data: str) -> tuple[str, list[str]]:
     index's order) of an MDS directory."""
     p = Path(data)
     if (p / MDS_INDEX).is_file():
-        return "mds", [str(p / shard_file(s)) for s in mds_index(p)]
+        return "mds", [str(p / stored_entry(s)["basename"]) for s in mds_index(p)]
     if p.is_file():
         files = [p]
     elif p.is_dir():
@@ -82,8 +82,9 @@ def open_source(data: str, text_column: str, rank: int, world_size: int, found: 
 # a shard file is its sample count (uint32), count + 1 offsets (uint32, from the file's start), then the samples;
 # a sample is the byte sizes of its variable-size columns (uint32 each), then every column's bytes.
 MDS_INDEX = "index.json"
-# Text as MDS encodes it; the decompressors of the compressions MDS offers that Python has built in.
-MDS_TEXT = {"str": lambda b: b.decode("utf-8"), "bytes": lambda b: b.decode("utf-8")}
+# The MDS encodings that hold text (UTF-8 bytes both); the decompressors of the compressions MDS offers that Python
+# has built in.
+MDS_TEXT = ("str", "bytes")
 MDS_DECOMPRESS = {"gz": gzip.decompress, "bz2": bz2.decompress}
 
 
@@ -99,13 +100,15 @@ def mds_index(root: Path) -> list[dict]:
     return shards
 
 
-def shard_file(shard: dict) -> str:
-    """The file a shard is read from: its raw data, or its compressed copy where only that was written."""
+def stored_entry(shard: dict) -> dict:
+    """The index's entry ({basename, bytes, hashes}) of the file a shard is read from: its compressed copy where it
+    was compressed, else its raw data."""
     zipped = shard.get("zip_data") if shard.get("compression") else None
-    return (zipped or shard["raw_data"])["basename"]
+    return zipped or shard["raw_data"]
 
 
-def _mds_decompress(path: Path, shard: dict) -> bytes:
+def _mds_decompress(path: Path, shard: dict, packed: bytes) -> bytes:
+    """A compressed shard's samples (`packed`: the file at `path`, as read)."""
     raw = path.parent / shard["raw_data"]["basename"]
     if raw.exists():  # streaming keeps a decompressed copy beside the compressed one once it has read it
         return raw.read_bytes()
@@ -114,7 +117,7 @@ def _mds_decompress(path: Path, shard: dict) -> bytes:
         try:
             import zstandard
 
-            return zstandard.ZstdDecompressor().decompress(path.read_bytes())
+            return zstandard.ZstdDecompressor().decompress(packed)
         except ImportError:
             pass
     if algo not in MDS_DECOMPRESS:
@@ -122,7 +125,7 @@ def _mds_decompress(path: Path, shard: dict) -> bytes:
             f"{path}: compressed with {shard['compression']}, which this venv cannot read (gz and bz2 can be; "
             "or write the shards without compression)"
         )
-    return MDS_DECOMPRESS[algo](path.read_bytes())
+    return MDS_DECOMPRESS[algo](packed)
 
 
 class MDSSource:
@@ -153,19 +156,16 @@ class MDSSource:
 
     def _shard(self, i: int) -> bytes:
         if self._open is None or self._open[0] != i:
-            shard = self.shards[i]
-            path = self.root / shard_file(shard)
+            shard, entry = self.shards[i], stored_entry(self.shards[i])
+            path = self.root / entry["basename"]
             try:
-                raw = path.read_bytes()
+                stored = path.read_bytes()
             except OSError as e:
                 raise StreamError(f"{path}: {e.strerror}") from e
-            zipped = bool(shard.get("compression"))
-            for algo, digest in (
-                ((shard.get("zip_data") if zipped else shard["raw_data"]) or {}).get("hashes", {}).items()
-            ):
-                if algo in hashlib.algorithms_available and hashlib.new(algo, raw).hexdigest() != digest:
+            for algo, digest in (entry.get("hashes") or {}).items():
+                if algo in hashlib.algorithms_available and hashlib.new(algo, stored).hexdigest() != digest:
                     raise StreamError(f"{path}: {algo} differs from {MDS_INDEX} (corrupted or modified shard)")
-            self._open = (i, _mds_decompress(path, shard) if zipped else raw)
+            self._open = (i, _mds_decompress(path, shard, stored) if shard.get("compression") else stored)
         return self._open[1]
 
     def _sample(self, n: int) -> str:
@@ -182,7 +182,7 @@ class MDSSource:
             sizes.append(size)
         column = shard["column_names"].index(self.column)
         start = at + sum(sizes[:column])
-        return MDS_TEXT[shard["column_encodings"][column]](sample[start : start + sizes[column]])
+        return sample[start : start + sizes[column]].decode("utf-8")
 
     def __iter__(self):
         while self.position < self.starts[-1]:

@@ -452,8 +452,10 @@ class Trainer:
         """The micro-batch of the checkpoint a resume would start from (0: none): a resumed run keeps its batch
         whatever auto would pick now, so that it sees the data it would have seen."""
         ckpt = self._resume_candidate() if self.cfg.resume or self.cfg.resume_from else None
+        if ckpt is None:
+            return 0
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            return int(json.loads((ckpt / "trainer.json").read_text())["config"]["batch_size"]) if ckpt else 0
+            return int(json.loads((ckpt / "trainer.json").read_text())["config"]["batch_size"])
         return 0
 
     def _resume_candidate(self) -> Path | None:

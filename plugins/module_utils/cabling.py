@@ -24,13 +24,15 @@ _MAC = re.compile(r"^(?:[0-9a-f]{2}[:-]){5}[0-9a-f]{2}$|^(?:[0-9a-f]{4}\.){2}[0-
 def names(nodes: list[str], switches: list[str] = (), hostname_of=lambda host: None) -> dict[str, str]:
     """alias -> inventory node or switch, as a port's description, its `peer` or LLDP may name it: a node's inventory
     name, its short form and its hostname (`hostname_of(node)`: the common role's common_hostname), a switch's
-    inventory name."""
+    inventory name and its short form (a switch's LLDP sends its hostname)."""
     out: dict[str, str] = {}
     for node in nodes:
         for alias in (node, node.split(".")[0], hostname_of(node)):
             if isinstance(alias, str) and alias:
                 out.setdefault(alias, node)
     out.update({sw: sw for sw in switches})
+    for sw in switches:
+        out.setdefault(sw.split(".")[0], sw)
     return out
 
 

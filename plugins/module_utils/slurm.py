@@ -234,11 +234,6 @@ def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-# The port map is cabling.py's (a port's `peer`, else its description's first word); kept under this name for the
-# callers that read one description.
-port_owner = cabling.description_owner
-
-
 def topology(
     switch_ports: Mapping[str, list], nodes: list[str], names: Mapping[str, str], nodename: Mapping[str, str]
 ) -> dict:

@@ -964,7 +964,6 @@ def evaluate_cabling(hostvars, switches, nodes, switch_lldp, host_lldp=None, mac
     if not switches:
         return make_rung("cabling", "skip", reason="no switch in the inventory (group switches)")
     names = slurm_rules.host_aliases(hostvars, nodes, switches)
-    names |= {sw.split(".")[0]: sw for sw in switches}
     links = cabling.links(slurm_rules.switch_ports(hostvars, switches), names)
     switch_seen = {sw: cabling.parse_nxos_lldp(text) for sw, text in (switch_lldp or {}).items() if text is not None}
     host_seen = {

@@ -69,6 +69,18 @@ def test_links_from_descriptions_or_keys() -> None:
     assert list(cabling.map_problems(links, HOSTS)) == []
 
 
+def test_names_take_short_forms_and_hostnames() -> None:
+    """What a description, a `peer` key or LLDP may call a node or switch: its inventory name, its short form (a
+    switch's LLDP sends its hostname), a node's common_hostname; an exact name wins over another's short form."""
+    names = cabling.names(["n1.dc.example", "leaf1"], ["leaf1.dc.example", "spine1.dc.example"], {"leaf1": "gpu7"}.get)
+    assert names == {
+        "n1.dc.example": "n1.dc.example", "n1": "n1.dc.example", "leaf1": "leaf1", "gpu7": "leaf1",
+        "leaf1.dc.example": "leaf1.dc.example", "spine1.dc.example": "spine1.dc.example", "spine1": "spine1.dc.example",
+    }  # fmt: skip
+    uplink = {"leaf1.dc.example": [{"name": "Ethernet1/49", "description": "spine1 Ethernet1/1"}]}
+    assert cabling.links(uplink, names)[0]["peer"] == "spine1.dc.example"
+
+
 def test_a_map_that_cannot_be_true_is_refused() -> None:
     # The same NIC on two leaves; an uplink whose far end lists another port back; a peer nobody knows.
     ports = json.loads(json.dumps(PORTS))

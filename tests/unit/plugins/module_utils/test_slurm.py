@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as S
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
@@ -261,12 +262,12 @@ def test_one_switch_holds_every_node_even_with_undescribed_ports() -> None:
 
 
 def test_the_example_inventory_ports_name_their_hosts() -> None:
-    """inventory/example's Nexus: `ubunturdma2 ens192 RoCE` names ubunturdma2 (the description is the only link
-    from a port to a host)."""
+    """inventory/example's Nexus: `ubunturdma2 ens192 RoCE` names ubunturdma2 (a port without `peer` keys is tied
+    to its host by its description)."""
     ports = [{"name": "Ethernet1/1/2", "description": "ubunturdma2 ens192 RoCE"}, {"name": "Ethernet1/1/1"}]
-    assert S.port_owner(ports[0]["description"], {"ubunturdma2": "ubunturdma2"}) == "ubunturdma2"
-    assert S.port_owner("rank 1", {"ubunturdma2": "ubunturdma2"}) is None
-    assert S.port_owner(None, {"x": "x"}) is None
+    assert cabling.description_owner(ports[0]["description"], {"ubunturdma2": "ubunturdma2"}) == "ubunturdma2"
+    assert cabling.description_owner("rank 1", {"ubunturdma2": "ubunturdma2"}) is None
+    assert cabling.description_owner(None, {"x": "x"}) is None
 
 
 def test_a_node_no_port_names_is_unplaced_and_one_on_two_leaves_is_placed_once() -> None:
