@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from payload import flight  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("hang", ROOT / "plugins" / "module_utils" / "hang.py")
+spec = importlib.util.spec_from_file_location("hang", ROOT / "plugins" / "module_utils" / "launch" / "hang.py")
 hang = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hang)
 

@@ -78,7 +78,7 @@ nccl_probe() { # one rank, so no network channels: the debug file is written, re
         --ifname=lo --backend=nccl --sizes=1048576 --iters=3 >"$OUT/nccl-probe.json" || return
     python3 - "$OUT/nccl-probe.json" <<'PY'
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("n", "plugins/module_utils/rdma_stack_nccl.py")
+spec = importlib.util.spec_from_file_location("n", "plugins/module_utils/host/nccl.py")
 n = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(n)
 out = json.load(open(sys.argv[1]))

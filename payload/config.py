@@ -66,7 +66,7 @@ GPT2_POSITIONS = 1024
 
 def is_model_dir(model: str) -> bool:
     """`--model` names a directory with a Hugging Face config.json rather than a preset: a path has a `/` or
-    starts with `.` (the launch role's rule, plugins/module_utils/train_launch.py; presets never do)."""
+    starts with `.` (the launch role's rule, plugins/module_utils/launch/train.py; presets never do)."""
     return "/" in model or model.startswith(".")
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import roce_tos
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos_values import roce_tos
 
 from lab import cluster
 from tests.conftest import ROOT, play_recap, tail, tool_env

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_pairing as pairing
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import pairing
 
 from lab import cluster
 

@@ -4,7 +4,7 @@ One task where a probe task and a conditional apt task were two: on a run with n
 answers one `dpkg-query` and apt is never loaded. With cache_valid_time 0 (refresh the cache on every run),
 apt always runs. The probe runs in check mode too (it reads only); apt then reports what it would do.
 Recommends are not installed unless asked (install_recommends; plugins/modules/apt_missing.py says why).
-The rules live in module_utils/apt_missing.py (plain Python, tested by pytest).
+The rules live in module_utils/host/apt.py (plain Python, tested by pytest).
 
 With `reset_concern`, what apt installed (the packages dpkg shows installed after it and not before, dependencies
 included, and the groups their installs created) is recorded for playbooks/reset.yml by the module
@@ -19,7 +19,7 @@ import shlex
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missing as rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import apt as rules
 
 
 class ActionModule(ActionBase):

@@ -11,7 +11,7 @@ new connection (the switch action with `finish`).
 
 The verdict: commit only when every switch of the play has a phase-1 `transaction` that is ok (a switch
 that failed or was unreachable before, or one whose phase 1 has not run, counts as failed):
-module_utils/nxos_roce_qos_session.py `verdict`.
+module_utils/switch/session.py `verdict`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.connection import Connection, ConnectionError
 from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch import ActionModule as SwitchAction
 from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch import _Cli
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_session
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import session as nxos_roce_qos_session
 
 
 class ActionModule(SwitchAction):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.rdma_llm.cluster.plugins.action.nxos_roce_qos_switch import ActionModule as SwitchAction
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_session
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import session as nxos_roce_qos_session
 
 
 class ActionModule(SwitchAction):

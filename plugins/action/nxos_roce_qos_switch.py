@@ -10,8 +10,8 @@ plain, tested Python:
 
 1. Writes the rendered intent (`intent_text`, from the task's `template` lookup) to its file, checks
    that the connection has credentials (never printed), then the batched read and the plan
-   (module_utils/nxos_roce_qos_session.py `read`, module_utils/nxos_roce_qos_plan.py `plan`) and
-   the post-check of what was read (module_utils/nxos_roce_qos.py); returns the commands, the
+   (module_utils/switch/session.py `read`, module_utils/switch/plan.py `plan`) and
+   the post-check of what was read (module_utils/switch/postcheck.py); returns the commands, the
    `--diff` before/after and the fact `nxos_roce_qos_result`. Up to here only show commands are sent.
 2. Nothing to send, or check mode: reports that read (a converged switch must pass its post-check,
    except in check mode, where it is reported, not enforced); nothing else is sent.
@@ -43,8 +43,9 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.connection import Connection, ConnectionError
 from ansible.plugins.action import ActionBase
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_plan, nxos_roce_qos_session
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos import nxos_roce_qos_postcheck
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import plan as nxos_roce_qos_plan
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import session as nxos_roce_qos_session
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.postcheck import nxos_roce_qos_postcheck
 
 
 class _Cli:

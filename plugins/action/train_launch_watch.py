@@ -15,13 +15,13 @@ prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics li
 Every poll also reads the RDMA ports' error and congestion counters (train_launch.SAMPLED_COUNTERS) and the fabric
 interface's PFC pause counters of the no-drop priority (`nodrop_prio`): what its switch port paused, seen from the
 host at the watch's pace; the samples come back in `counter_samples` for the run's fabric account
-(module_utils/train_fabric.py).
+(module_utils/launch/fabric.py).
 
 A hang: when rank 0's metrics do not move for `hang_after` seconds while the job runs, that host writes
 `signal_dir/@stall.json` (no host name holds "@"); every host then dumps its ranks' stacks and states once (module
 train_hang_dump, py-spy) into its job record and its logs, before the collective's own timeout (the payload's
 pg_timeout) ends the job. Progress again removes the file and the dumps: a pause (an evaluation, a slow
-checkpoint) was no hang. The outcome names the rank(s) the others waited for (module_utils/hang.py).
+checkpoint) was no hang. The outcome names the rank(s) the others waited for (module_utils/launch/hang.py).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang, slurm_launch
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import train_launch as filters
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import slurm_job as slurm_launch
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as filters
 
 display = Display()
 STALL_FILE = "@stall.json"

@@ -1,8 +1,8 @@
-"""Filters: the design's fabric address (rules in module_utils/fabric.py)."""
+"""Filters: the design's fabric address (rules in module_utils/host/fabric.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.fabric import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

@@ -1,8 +1,8 @@
-"""Filters: what the fabric firewall lets through (rules in module_utils/fabric_firewall.py)."""
+"""Filters: what the fabric firewall lets through (rules in module_utils/host/firewall.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric_firewall import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.firewall import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

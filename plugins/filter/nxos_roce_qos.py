@@ -1,8 +1,8 @@
-"""Filters: the switch role's post-check and per-speed ECN policies (rules in module_utils/nxos_roce_qos.py)."""
+"""Filters: the switch role's post-check and per-speed ECN policies (rules in module_utils/switch/postcheck.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.postcheck import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

@@ -1,8 +1,8 @@
-"""Filters: the switch role's value rules (rules in module_utils/nxos_roce_qos_validate.py)."""
+"""Filters: the switch role's value rules (rules in module_utils/switch/values.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.values import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

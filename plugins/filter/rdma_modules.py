@@ -1,8 +1,8 @@
-"""Filters: the kernel modules' plan, state and report (rules in module_utils/rdma_modules.py)."""
+"""Filters: the kernel modules' plan, state and report (rules in module_utils/host/kernel_modules.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_modules import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.kernel_modules import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

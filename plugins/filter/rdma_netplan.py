@@ -1,8 +1,8 @@
-"""Filters: the netplan role's connection interfaces and live-address check (rules in module_utils/rdma_netplan.py)."""
+"""Filters: the netplan role's connection interfaces and live-address check (rules in module_utils/host/netplan.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_netplan import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.netplan import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

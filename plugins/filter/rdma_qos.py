@@ -1,8 +1,8 @@
-"""Filters: the fabric networks the host QoS marking matches (rules in module_utils/rdma_qos.py)."""
+"""Filters: the fabric networks the host QoS marking matches (rules in module_utils/host/qos.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

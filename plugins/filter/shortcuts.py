@@ -1,8 +1,8 @@
-"""Filters: the playbooks' short extra-vars as typed role variables (rules in module_utils/shortcuts.py)."""
+"""Filters: the playbooks' short extra-vars as typed role variables (rules in module_utils/contract/shortcuts.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.shortcuts import FILTERS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.shortcuts import FILTERS
 from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.filters import adapt
 
 

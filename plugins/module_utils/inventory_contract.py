@@ -21,18 +21,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling, node_check
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import nxos_roce_qos_validate as nxos_validate
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm as slurm_rules
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.fabric import fabric_cidr
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import (
+from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.fabric import fabric_cidr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos_values import (
     DSCP_RANGE,
     PERCENT_RANGE,
     PRIORITY_RANGE,
     PROFILES,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import conf as slurm_rules
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import values as nxos_validate
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.values import nxos_roce_qos_validate
 
 NODES = "rdma_nodes"
 SUBNET_MANAGERS = "subnet_managers"
@@ -213,7 +214,7 @@ def opensm_ports() -> Check:
     return check
 
 
-# The one type of each kind of QoS value (ranges in module_utils/qos_values.py): every row and rule that carries
+# The one type of each kind of QoS value (ranges in module_utils/host/qos_values.py): every row and rule that carries
 # one uses it.
 DSCP = integer(*DSCP_RANGE)
 PRIORITY = integer(*PRIORITY_RANGE)
@@ -635,7 +636,7 @@ def _nameservers(host: str, label: str, iface: dict) -> Iterator[Problem]:
 
 
 def fabric_address(inv: Inventory, host: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface | None:
-    """The design's fabric address (module_utils/fabric.py), as an interface (address and prefix)."""
+    """The design's fabric address (module_utils/host/fabric.py), as an interface (address and prefix)."""
     cidr = fabric_cidr(_interfaces(inv, host))
     return _interface(cidr) if cidr is not None else None
 
@@ -1361,7 +1362,7 @@ def _aliases(inv: Inventory, nodes: list[str], switches: list[str]) -> dict[str,
 
 @rule
 def cabling_map(inv: Inventory) -> Iterator[Problem]:
-    """The switches' port map can be true (module_utils/cabling.py): no host NIC or switch port at the far end of
+    """The switches' port map can be true (module_utils/ladder/cabling.py): no host NIC or switch port at the far end of
     two ports, no `peer` that is no inventory name, every uplink listed back by its far end."""
     switches = inv.members(SWITCHES)
     if any("variables" in inv.unreadable.get(sw, {}) for sw in switches):

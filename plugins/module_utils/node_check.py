@@ -1717,7 +1717,7 @@ SLURM_REASON = "rdma-node-check: "
 def parse_scontrol_node(text: str) -> dict:
     """`scontrol show node NAME --oneliner` -> {"state": "IDLE+DRAIN", "reason": "maintenance by hand",
     "reason_set": "root@2026-11-26T11:48:04"} (who set the reason and when, Slurm's `[user@time]` suffix; None
-    without). The slurm role reads the same line (module_utils/slurm.py node_state)."""
+    without). The slurm role reads the same line (module_utils/slurm/conf.py node_state)."""
     state = re.search(r"\bState=(\S+)", text or "")
     found = re.search(r"\bReason=(.*?)(?=\s+[A-Za-z]+=|$)", text or "")
     reason = found.group(1).strip() if found else ""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_stack_nccl import first_ipv4
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.nccl import first_ipv4
 
 DOCUMENTATION = """
 name: node_health_config

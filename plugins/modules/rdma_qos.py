@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.rdma_qos: the host's RoCE QoS (rules in module_utils/rdma_qos.py)."""
+"""Module rdma_llm.cluster.rdma_qos: the host's RoCE QoS (rules in module_utils/host/qos.py)."""
 
 from __future__ import annotations
 
@@ -170,10 +170,10 @@ devices:
 from dataclasses import fields
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_record
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.qos_values import PROFILES
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_qos import Host, QosError, Wanted, apply, nccl_env
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import reset_record
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos import Host, QosError, Wanted, apply, nccl_env
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos_values import PROFILES
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.reset_record: what a first run replaces, put back by reset (module_utils/reset_record.py)."""
+"""Module rdma_llm.cluster.reset_record: what a first run replaces, put back by reset (host/reset_record.py)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ values:
 import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import reset_record as rr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import reset_record as rr
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Module rdma_llm.cluster.slurm_job: the launch's Slurm commands on the submit host (sbatch, scancel, squeue,
-scontrol), read and decided by module_utils/slurm_launch.py."""
+scontrol), read and decided by module_utils/launch/slurm_job.py."""
 
 from __future__ import annotations
 
@@ -102,8 +102,8 @@ accounted:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import slurm_launch as S
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import slurm_job as S
 
 
 def main() -> None:

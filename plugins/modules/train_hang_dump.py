@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Module rdma_llm.cluster.train_hang_dump: every local rank's stacks and process state while a job's steps stall
-(py-spy from the training venv), kept beside the job's logs; read by module_utils/hang.py."""
+(py-spy from the training venv), kept beside the job's logs; read by module_utils/launch/hang.py."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
 
 
 def main() -> None:

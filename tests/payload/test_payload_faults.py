@@ -186,7 +186,7 @@ def test_corrupt_latest_checkpoint_is_quarantined_and_the_restart_resumes_from_t
         f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--max-restarts=1", "--monitor-interval=1", str(TRAIN),
         *base_args(out, corpus, tokenizer_dir, token_cache, max_steps=40, ckpt_interval=5, log_interval=1),
     ]  # fmt: skip
-    # As the launch role sets it (plugins/module_utils/train_launch.py): without it the restarted workers'
+    # As the launch role sets it (plugins/module_utils/launch/train.py): without it the restarted workers'
     # process group connected to the killed rank's old port here and failed.
     job = Launch(cmd, tmp_path / "torchrun.log", env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
     try:

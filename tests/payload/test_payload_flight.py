@@ -1,5 +1,5 @@
 """The payload's flight-recorder dump (payload/flight.py): both of torch's recorders in one file, read by the launch's
-hang verdict (plugins/module_utils/hang.py)."""
+hang verdict (plugins/module_utils/launch/hang.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
 
 from payload import flight
 

@@ -455,7 +455,7 @@ def test_dir_lists_bootflash_file_names_as_nx_os_does(dev, cli):
 def test_lldp_neighbours_come_from_the_wiring_file_once_lldp_is_on(cli, dev, tmp_path):
     """`show lldp neighbors detail` has no command until `feature lldp`; then it serves the lab's wiring file
     (re-read per show, so a test can swap a cable) in the layout the ladder's parser reads."""
-    from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
 
     assert run(cli, "show lldp neighbors detail") == ["% Invalid command at '^' marker."]
     assert errors(run(cli, "configure terminal", "feature lldp", "end")) == []

@@ -51,7 +51,7 @@ def test_fabric_plan_wires_hosts_to_leaves_and_leaves_to_spines():
 def test_lab_lldp_wiring_is_the_inventorys_map():
     """What each emulator's LLDP serves (lab_wiring) is the map the ladder reads from the same inventory: every
     link end passes, none is left unmapped, and the single switch has node i on Ethernet1/i."""
-    from ansible_collections.rdma_llm.cluster.plugins.module_utils import cabling
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
 
     nodes = [cluster.Node(i) for i in range(1, 6)]
     fabric = cluster.fabric_plan(nodes, leaves=2, spines=2)

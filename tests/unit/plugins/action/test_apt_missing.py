@@ -1,6 +1,6 @@
 """apt_missing (plugins/action/apt_missing.py): apt only for what dpkg-query does not show installed.
 
-The rules as tables (plugins/module_utils/apt_missing.py, no Ansible in this process), then the action
+The rules as tables (plugins/module_utils/host/apt.py, no Ansible in this process), then the action
 itself on this controller's own dpkg database: a play on localhost, nothing installed (apt runs in check mode).
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import apt_missing as R
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import apt as R
 
 from tests.conftest import playbook, tail
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract as C
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import DEFAULTS as NODE_CHECK_DEFAULTS
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.nxos_roce_qos_validate import nxos_roce_qos_validate
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.values import nxos_roce_qos_validate
 
 from tests.conftest import ROOT
 

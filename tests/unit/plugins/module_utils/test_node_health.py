@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check as nc
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_pairing as pairing
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import validate_verdict as ladder
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import pairing
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import verdict as ladder
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_health import (
     node_health_baseline,
     node_health_config,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
 
 from tests.conftest import playbook, tail
 
