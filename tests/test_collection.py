@@ -98,12 +98,8 @@ def test_roles_and_plugins_reach_each_other_by_name_only() -> None:
     for line in tracked:
         path = ROOT / line.split("\t", 1)[1]
         text = path.read_text(errors="replace")
-        if path.suffix == ".py" and re.search(
-            r"spec_from_file_location|SourceFileLoader|sys\.path\.(insert|append)", text
-        ):
+        if path.suffix == ".py" and LOADER.search(text):
             loaders.append(path.relative_to(ROOT))
-        if path.suffix in (".yml", ".j2") and re.search(
-            r"(import_tasks|include_tasks|src):\s*\S*\.\./\.\./(?!payload)", text
-        ):
+        if path.suffix in (".yml", ".j2") and RELATIVE.search(text):
             relative.append(path.relative_to(ROOT))
     assert loaders == [] and relative == [], (loaders, relative)

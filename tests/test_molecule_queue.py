@@ -97,3 +97,27 @@ def test_a_scenario_never_shares_the_sessions_stdin(tmp_path: Path, env: dict[st
         for fd in (saved, read_end, write_end):
             os.close(fd)
     assert result.returncode == 0, result.output
+
+
+# Molecule 25's lines for the idempotence step, recorded from `molecule test` on a delegated scenario here: a
+# converge that changes nothing, then one whose command task reports changed on every run.
+PASSED = """INFO     [default > idempotence] Executing
+INFO     [default > idempotence] Executed: Successful
+default > idempotence: Executed: Successful
+"""
+FAILED = """INFO     [default > idempotence] Executing
+CRITICAL Idempotence test failed because of the following tasks:
+ERROR    [default > idempotence] \x1b[31mExecuted: Failed\x1b[0m
+default > idempotence: Executed: Successful
+"""
+
+
+def test_a_step_passed_only_by_molecules_own_line_for_it() -> None:
+    from tests.molecule_queue import step_passed
+
+    assert step_passed(PASSED, "idempotence")
+    assert not step_passed(FAILED, "idempotence")  # the DETAILS table's "Successful" after a failure is not read
+    assert not step_passed(
+        "INFO     [default > discovery] scenario test matrix: converge, idempotence\n", "idempotence"
+    )
+    assert not step_passed(PASSED, "verify")

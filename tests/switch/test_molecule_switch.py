@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from tests.molecule_queue import step_passed
+
 pytestmark = pytest.mark.switch
 
 
@@ -17,4 +19,4 @@ def test_molecule_nxos_roce_qos(molecule_result) -> None:
     out = re.sub(r"\x1b\[[0-9;]*m", "", output)
     assert returncode == 0, f"molecule test -s nxos_roce_qos failed:\n{out[-6000:]}"
     for step in ("create", "check", "converge", "idempotence", "verify", "destroy"):
-        assert re.search(rf"{step}: Executed: Successful", out), f"step {step} did not pass:\n{out[-3000:]}"
+        assert step_passed(out, step), f"step {step} did not pass:\n{out[-3000:]}"
