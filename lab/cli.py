@@ -31,7 +31,7 @@ HOST_PACKAGES = [
     "openssh-client",
     "make",
     # The validation probe's pair test runs on loopback in the unit tests
-    # (tests/unit/plugins/module_utils/ladder/test_cluster_validate.py).
+    # (tests/unit/plugins/module_utils/ladder/test_pairing.py).
     "iperf3",
 ]
 

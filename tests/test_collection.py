@@ -34,7 +34,7 @@ def test_the_artifact_holds_the_collection_and_not_the_development_tree(built: P
     top = {n.split("/", 1)[0] for n in names}
     assert {"roles", "playbooks", "plugins", "payload", "meta", "README.md", "MANIFEST.json"} <= top, sorted(top)
     assert not top & {"tests", "lab", "bench", "molecule", ".venv", ".ansible", ".git", "artifacts"}, sorted(top)
-    assert "plugins/module_utils/inventory_contract.py" in names and "inventory/example/hosts.yml" in names
+    assert "plugins/module_utils/contract/check.py" in names and "inventory/example/hosts.yml" in names
     assert not [n for n in names if n.startswith("inventory/lab")], "the lab inventory is the checkout's"
     assert links == [], links
 

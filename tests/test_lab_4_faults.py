@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import parse_scontrol_node
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.slurm import parse_scontrol_node
 
 from lab import cluster, podman
 from tests.conftest import playbook, tail

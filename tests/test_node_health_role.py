@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node import build
 
 from tests.conftest import ROOT, playbook, tail
 
@@ -71,8 +72,7 @@ def fake_node(tmp_path: Path) -> tuple[Path, dict]:
         script = tools / name
         script.write_text(f"#!/bin/sh\ncat '{tools / name}.out'\n")
         script.chmod(0o755)
-    # The command's own `#!/usr/bin/env python3` finds this Python; nothing else of this machine is on PATH.
-    (tools / "python3").symlink_to(sys.executable)
+    # The command's `#!/usr/bin/python3` is this machine's; nothing else of this machine is on PATH.
     env = {**os.environ, "PATH": str(tools)}
     return root, env
 
@@ -85,8 +85,8 @@ def test_role_installs_the_command_and_its_config_and_the_command_runs_alone(tmp
     assert "changed=2" in first.stdout or "changed=3" in first.stdout, tail(first)
     command = tmp_path / "sbin" / "rdma-node-check"
     config = json.loads((tmp_path / "etc" / "node-check.json").read_text())
-    # The installed command is module_utils/node_check.py, byte for byte (read by module name).
-    assert command.read_text() == (ROOT / "plugins/module_utils/node_check.py").read_text()
+    # The installed command is the zipapp of module_utils/node/ (lookup node_check_zipapp), byte for byte.
+    assert command.read_bytes() == build.archive(build.files())
     assert os.access(command, os.X_OK)
     # Slurm's HealthCheckProgram (no arguments): the command with this node's config and state, as Slurm's check.
     wrapper = tmp_path / "sbin" / "rdma-node-health-slurm"

@@ -1,7 +1,7 @@
 """The preflight play checks the inventory contract before any host is contacted.
 
 The rules and their exact messages are tested in pure Python
-(tests/unit/plugins/module_utils/test_inventory_contract.py); here the real play runs: the example and the lab
+(tests/unit/plugins/module_utils/contract/); here the real play runs: the example and the lab
 inventories pass, and a bad one fails with every error at once, naming host and variable, without contacting any
 host.
 """

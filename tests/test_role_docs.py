@@ -36,6 +36,11 @@ def _defaults(role: str) -> dict:
     return {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items()} if path.exists() else {}
 
 
+def _prefix(role: str) -> str:
+    """The prefix of the variables a role owns: its name; cluster_defaults owns the shared cluster_* ones."""
+    return "cluster_" if role == "cluster_defaults" else f"{role}_"
+
+
 def _readme_rows(role: str) -> dict[str, str]:
     """Variable -> its default cell, from every table of the README whose first column names the role's
     variables (`| `name` | … | default | … |`, the default column found by its header)."""
@@ -52,7 +57,7 @@ def _readme_rows(role: str) -> dict[str, str]:
             continue
         name = re.fullmatch(r"`([a-z][a-z0-9_]*)`", cells[0])
         # Only variable tables (they have a default column): tag and fact tables name other things.
-        if name and name[1].startswith(f"{role}_") and default_at is not None:
+        if name and name[1].startswith(_prefix(role)) and default_at is not None:
             rows[name[1]] = cells[default_at] if default_at < len(cells) else ""
     return rows
 

@@ -3,7 +3,7 @@
 Every host of the contract's groups is read, whatever --limit says: uniqueness and the switch's view of
 the hosts need all of them. Each host's variables are its role defaults (roles/<role>/defaults/main.yml,
 read from there, never copied) under the inventory's values, templated in the host's context. The
-rules themselves live in module_utils/inventory_contract.py (plain Python, tested by pytest).
+rules themselves live in module_utils/contract/ (plain Python, tested by pytest; check.py runs them).
 """
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from pathlib import Path
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import inventory_contract
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.check import check, needed_variables, report
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import (
+    NODES,
+    SUBNET_MANAGERS,
+    SWITCHES,
+    UNGROUPED,
+    Inventory,
+)
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.slurm import SLURM_CONTROLLERS
 
 # The collection's roles: their defaults are read where they are (roles/<role>/defaults/main.yml), never copied.
 _ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -28,36 +36,29 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        contract = inventory_contract
         roles = self._task.args.get("roles") or {}
         # Every group: slurm_partitions may name any of them.
         groups = {g: list(members) for g, members in task_vars["groups"].items()}
-        for g in (contract.NODES, contract.SUBNET_MANAGERS, contract.SWITCHES, contract.UNGROUPED):
+        for g in (NODES, SUBNET_MANAGERS, SWITCHES, UNGROUPED):
             groups.setdefault(g, [])
         defaults = {group: self._defaults(names) for group, names in roles.items()}
         hostvars, unreadable = {}, {}
-        slurm = groups.get(contract.SLURM_CONTROLLERS, [])
-        for host in dict.fromkeys(groups[contract.NODES] + groups[contract.SWITCHES] + slurm):
-            group = (
-                contract.NODES
-                if host in groups[contract.NODES]
-                else contract.SWITCHES
-                if host in groups[contract.SWITCHES]
-                else contract.SLURM_CONTROLLERS
-            )
+        slurm = groups.get(SLURM_CONTROLLERS, [])
+        for host in dict.fromkeys(groups[NODES] + groups[SWITCHES] + slurm):
+            group = NODES if host in groups[NODES] else SWITCHES if host in groups[SWITCHES] else SLURM_CONTROLLERS
             # A switch runs no Slurm daemon: its copy of a group_vars/all munge key is not read (or decrypted).
-            skip = ("slurm_",) if group == contract.SWITCHES else ()
-            hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), contract, skip)
+            skip = ("slurm_",) if group == SWITCHES else ()
+            hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), skip)
             if why:
                 unreadable[host] = why
-        required = tuple(self._task.args.get("require_groups") or (contract.NODES,))
-        inventory = contract.Inventory(groups, hostvars, unreadable, required)
-        problems = contract.check(inventory, tuple(self._task.args.get("variables") or ()))
+        required = tuple(self._task.args.get("require_groups") or (NODES,))
+        inventory = Inventory(groups, hostvars, unreadable, required)
+        problems = check(inventory, tuple(self._task.args.get("variables") or ()))
         result["problems"] = [str(p) for p in problems]
         result["changed"] = False
         if problems:
             result["failed"] = True
-            result["msg"] = contract.report(problems)
+            result["msg"] = report(problems)
         else:
             result["msg"] = f"inventory contract holds for {len(hostvars)} host(s)"
         return result
@@ -69,7 +70,7 @@ class ActionModule(ActionBase):
             merged.update(self._loader.load_from_file(str(path), trusted_as_template=True) or {})
         return merged
 
-    def _effective(self, hostvars, host, defaults, contract, skip=()):
+    def _effective(self, hostvars, host, defaults, skip=()):
         """The host's values of the variables the contract reads (but those starting with `skip`), templated; and
         what could not be read."""
         try:
@@ -79,7 +80,7 @@ class ActionModule(ActionBase):
         merged = {**defaults, **raw}
         templar = self._templar.copy_with_new_env(available_variables=merged)
         values, unreadable = {}, {}
-        for name in contract.needed_variables():
+        for name in needed_variables():
             if name not in merged or name.startswith(tuple(skip)):
                 continue
             try:

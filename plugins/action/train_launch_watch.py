@@ -2,17 +2,17 @@
 until it ends, a peer's ends badly, the host is lost, or the deadline passes. One bounded poll loop; never fails the
 task itself: the outcome is decided afterwards for all hosts at once (filter train_launch_job_outcome).
 
-The engines differ only in what a poll reads of the host's share (module_utils train_launch.poll_script): systemd's
+The engines differ only in what a poll reads of the host's share (module_utils/launch/poll.py poll_script): systemd's
 unit properties, or the node's step record and Slurm's record of the job. A Slurm job may first wait in the queue
 (`pending`): that time does not count against the deadline, up to `queue_timeout` seconds.
 
 Hosts tell each other through files on the controller (`signal_dir/<host>.json`): a unit that failed on one
 host (or a host lost for `lost_after` seconds) ends the watch everywhere at the next poll, so the role stops
 the survivors at once instead of waiting for their collective timeout. With `min_nodes` (elastic rendezvous),
-hosts lost for good that the job can go on without do not end it (filters.peers_end_watch). The host that
+hosts lost for good that the job can go on without do not end it (outcome.peers_end_watch). The host that
 prints progress (`progress: true`, node rank 0) shows rank 0's latest metrics line every poll.
 
-Every poll also reads the RDMA ports' error and congestion counters (train_launch.SAMPLED_COUNTERS) and the fabric
+Every poll also reads the RDMA ports' error and congestion counters (poll.SAMPLED_COUNTERS) and the fabric
 interface's PFC pause counters of the no-drop priority (`nodrop_prio`): what its switch port paused, seen from the
 host at the watch's pace; the samples come back in `counter_samples` for the run's fabric account
 (module_utils/launch/fabric.py).
@@ -34,9 +34,7 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import slurm_job as slurm_launch
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as filters
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang, outcome, poll, rejoin, slurm_state
 
 display = Display()
 STALL_FILE = "@stall.json"
@@ -51,7 +49,7 @@ class ActionModule(ActionBase):
     _requires_connection = True
 
     def _poll(self, args: dict, task_vars: dict) -> tuple[dict[str, str], str, dict | None, list[dict]]:
-        script = filters.poll_script(
+        script = poll.poll_script(
             args["unit"],
             args["run_dir"],
             args["fabric_if"],
@@ -70,12 +68,12 @@ class ActionModule(ActionBase):
         if result.get("rc", 1) != 0:
             raise AnsibleError(f"polling {args['unit']} failed: {result.get('stderr') or result.get('msg')}")
         self._sample(result.get("stdout", ""), args["fabric_if"])
-        return filters.parse_poll(result.get("stdout", ""))
+        return poll.parse_poll(result.get("stdout", ""))
 
     def _sample(self, stdout: str, fabric_if: str = "") -> None:
         """Keep this poll's RDMA port and PFC pause counters with its time (the run's fabric account plots them). At
         most MAX_SAMPLES: past it every other sample goes (the first stays), so a long run keeps its whole span."""
-        counters = filters.parse_poll_counters(stdout, fabric_if)
+        counters = poll.parse_poll_counters(stdout, fabric_if)
         if not counters:
             return
         self._samples.append([round(time.time(), 1), counters])
@@ -154,7 +152,7 @@ class ActionModule(ActionBase):
                 job.update(
                     state="missing",
                     why=f"restarted, and its share did not come back within {lost_after:.0f} s (the rejoin unit "
-                    f"{filters.rejoin_unit_name(args['unit'])}: {unit.get('RejoinActiveState', '?')})",
+                    f"{rejoin.rejoin_unit_name(args['unit'])}: {unit.get('RejoinActiveState', '?')})",
                 )
             return
         seen.pop("since", None)
@@ -162,7 +160,7 @@ class ActionModule(ActionBase):
         if args.get("engine", "systemd") != "systemd" or job["state"] != "running" or started in ("", "n/a"):
             return
         if seen.get("started") and started != seen["started"]:
-            job.setdefault("rejoined", []).append(filters.systemd_time(started))
+            job.setdefault("rejoined", []).append(outcome.systemd_time(started))
             display.display(f"{host}: restarted, and its share of the run rejoined (started again {started})")
         seen["started"] = started
 
@@ -215,7 +213,7 @@ class ActionModule(ActionBase):
                 job["workers"] = workers
                 last_contact = time.time()
                 job["unit"] = props
-                job["state"] = filters.unit_state(props)
+                job["state"] = poll.unit_state(props)
                 self._rejoin(job, rejoin, lost_after, args)
                 if link and link not in ("up", "unknown"):
                     if job["link_down_at"] is None:
@@ -242,17 +240,17 @@ class ActionModule(ActionBase):
                     pending_since = None
                 if progress:
                     job["metrics"] = metrics
-                    ended = len(self._peer_records(signal_dir)) + int(job["state"] not in filters.ACTIVE)
+                    ended = len(self._peer_records(signal_dir)) + int(job["state"] not in outcome.ACTIVE)
                     hosts = int(args.get("hosts", 1))
                     # launched <= 0 (a status look at a detached run): count from the unit's start.
-                    started = filters.systemd_time(props.get("ExecMainStartTimestamp", ""))
+                    started = outcome.systemd_time(props.get("ExecMainStartTimestamp", ""))
                     since = launched if launched > 0 else started or time.time()
                     elapsed = time.time() - since
                     if job["state"] == "pending":
-                        display.display(slurm_launch.queued_line(elapsed, props))
+                        display.display(slurm_state.queued_line(elapsed, props))
                     else:
                         display.display(
-                            filters.progress_line(elapsed - pending_s, hosts - ended, hosts, metrics, args["max_steps"])
+                            outcome.progress_line(elapsed - pending_s, hosts - ended, hosts, metrics, args["max_steps"])
                         )
                 self._watch_hang(args, task_vars, job, hang_state, metrics)
             except (AnsibleConnectionFailure, AnsibleError) as e:
@@ -266,15 +264,15 @@ class ActionModule(ActionBase):
                 job["ended"] = last_contact
                 self._signal(signal_dir, host, job)
                 break
-            if job["state"] not in filters.ACTIVE:
-                job["ended"] = filters.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
+            if job["state"] not in outcome.ACTIVE:
+                job["ended"] = outcome.systemd_time(job["unit"].get("ExecMainExitTimestamp", "")) or time.time()
                 if job["link_down_at"] is not None:
                     job["ended"] = min(job["ended"], job["link_down_at"])
                 self._signal(signal_dir, host, job)
                 break
             records = self._peer_records(signal_dir)
             # Hosts lost for good that the job goes on without (min_nodes) do not end this watch.
-            if filters.peers_end_watch(records, host, nodes, min_nodes, str(args.get("rdzv_host") or "")):
+            if outcome.peers_end_watch(records, host, nodes, min_nodes, str(args.get("rdzv_host") or "")):
                 peer = next(h for h, r in records.items() if h != host and r.get("state") != "completed")
                 if not lost:
                     break

@@ -1,4 +1,4 @@
-"""Filters: the cluster's Slurm configuration and how a host applies it (rules in module_utils/slurm/conf.py)."""
+"""Filters: the cluster's Slurm configuration and how a host applies it (rules in module_utils/slurm/)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ short_description: Check the whole inventory against the project's contract, on 
 description:
   - Reads every host of C(rdma_nodes), C(subnet_managers) and C(switches) whatever C(--limit) says, layers each
     role's defaults (the collection's C(roles/<role>/defaults/main.yml)) under the inventory's values, templates
-    them and runs every rule of module_utils/inventory_contract.py (docs/design.md, "Inventory contract").
+    them and runs every rule of module_utils/contract/ (docs/design.md, "Inventory contract").
   - "Fails with every problem at once, one line each, C(<host>: <variable> <what is wrong>). Contacts no host."
   - An action plugin; this file only documents it.
 options:

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.node_check: rdma-node-check on the host, for the ladder (module_utils/node_check.py)."""
+"""Module rdma_llm.cluster.node_check: rdma-node-check on the host, for the ladder (module_utils/node/)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,8 @@ counters:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import GROUPS, ConfigError, run
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.config import GROUPS, ConfigError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.run import run
 
 
 def main() -> None:

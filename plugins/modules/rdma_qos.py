@@ -171,9 +171,10 @@ from dataclasses import fields
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import reset_record
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos import Host, QosError, Wanted, apply, nccl_env
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos_values import PROFILES
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset import record as reset_record
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset import store as reset_store
 
 
 def main() -> None:
@@ -215,11 +216,11 @@ def main() -> None:
             plan = Host(root=p["root"], run=runner, check_mode=True)
             apply(plan, p["interfaces"], wanted, *features)
             if plan.undo:
-                store = reset_record.Host(root=p["root"], run=runner)
+                store = reset_store.Host(root=p["root"], run=runner)
                 reset_record.record(store, p["reset_concern"], reset_record.Spec(undo=plan.undo))
         result = apply(host, p["interfaces"], wanted, *features)
         result["nccl_env"] = nccl_env(p["link_layer"], wanted.tos, p["ib_sl"], p["qps_per_connection"])
-    except (QosError, RuleError, reset_record.ResetError) as exc:
+    except (QosError, RuleError, reset_store.ResetError) as exc:
         module.fail_json(msg=str(exc), commands=host.commands)
     diff = {"before": "", "after": "\n".join(result["commands"]) + "\n"} if result["commands"] else None
     module.exit_json(diff=diff, **result)

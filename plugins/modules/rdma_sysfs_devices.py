@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.rdma_sysfs_devices: the host's RDMA devices from sysfs (module_utils/rdma_sysfs.py)."""
+"""Module rdma_llm.cluster.rdma_sysfs_devices: the host's RDMA devices from sysfs (module_utils/node/sysfs.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ devices:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.rdma_sysfs import devices
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.sysfs import rdma_devices
 
 
 def main() -> None:
@@ -66,7 +66,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     root = module.params["sysfs_root"]
-    found = devices(root)
+    found = rdma_devices(root)
     if found:
         message = f"{len(found)} RDMA device(s): " + ", ".join(d["name"] for d in found)
     else:

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.reset_record: what a first run replaces, put back by reset (host/reset_record.py)."""
+"""Module rdma_llm.cluster.reset_record: what a first run replaces, put back by reset (module_utils/host/reset/)."""
 
 from __future__ import annotations
 
@@ -151,12 +151,14 @@ values:
 import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import reset_record as rr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.record import Spec, record
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.restore import restore, summary
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import Host, ResetError
 
 
 def main() -> None:
-    # What to record is rr.Spec's fields, named once there: lists of names, but for undo and values.
-    recorded = [f.name for f in dataclasses.fields(rr.Spec)]
+    # What to record is Spec's fields, named once there: lists of names, but for undo and values.
+    recorded = [f.name for f in dataclasses.fields(Spec)]
     spec = {name: {"type": "list", "elements": "str", "default": []} for name in [*recorded, "parts"]}
     spec.update(
         concern={"type": "str", "required": True},
@@ -177,16 +179,16 @@ def main() -> None:
         except OSError as exc:
             return 127, "", f"{argv[0]}: {exc.strerror or exc}"
 
-    host = rr.Host(root=p["root"], run=run, check_mode=module.check_mode)
+    host = Host(root=p["root"], run=run, check_mode=module.check_mode)
     try:
         if p["state"] == "recorded":
-            done = rr.record(host, p["concern"], rr.Spec(**{name: p[name] for name in recorded}))
+            done = record(host, p["concern"], Spec(**{name: p[name] for name in recorded}))
             module.exit_json(changed=done["changed"], lines=done["lines"], concern=p["concern"])
-        result = rr.restore(host, p["concern"], p["parts"] or None, p["remove_packages"], p["keep"])
-    except rr.ResetError as exc:
+        result = restore(host, p["concern"], p["parts"] or None, p["remove_packages"], p["keep"])
+    except ResetError as exc:
         module.fail_json(msg=f"reset record {p['concern']}: {exc}")
     diff = result.pop("diff")
-    msg = f"{p['concern']}: {rr.summary(result)}"
+    msg = f"{p['concern']}: {summary(result)}"
     if result["errors"]:
         module.fail_json(msg=msg, **result)
     module.exit_json(msg=msg, diff=diff or None, **result)

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Module rdma_llm.cluster.slurm_daemons: the Slurm daemons answer, or the play fails with their own words
-(module_utils/slurm/conf.py reads scontrol's answers)."""
+(module_utils/slurm/daemons.py reads scontrol's answers)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ states:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.conf import node_ready, node_state, ping_up
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.daemons import node_ready, node_state, ping_up
 
 LOGS = {
     "slurmdbd": "/var/log/slurm/slurmdbd.log",

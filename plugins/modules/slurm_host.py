@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Module rdma_llm.cluster.slurm_host: what the slurm role needs to know of a host (module_utils/slurm/conf.py)."""
+"""Module rdma_llm.cluster.slurm_host: what the slurm role needs to know of a host (module_utils/slurm/probe.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ ansible_facts:
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.conf import UNITS, host_facts
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.probe import UNITS, host_facts
 
 
 def main() -> None:

@@ -214,6 +214,8 @@ PHASES = """\
 - name: Phase 1, a pause longer than the idle timeout, phase 2
   hosts: switches
   gather_facts: false
+  roles:
+    - role: rdma_llm.cluster.cluster_defaults
   tasks:
     - name: Phase 1
       ansible.builtin.include_role:

@@ -26,6 +26,8 @@ PLAY = """\
 - name: Switch rung between two counter reads
   hosts: rdma_nodes
   gather_facts: false
+  roles:
+    - role: rdma_llm.cluster.cluster_defaults
   tasks:
     - name: Start an empty ladder
       ansible.builtin.set_fact:

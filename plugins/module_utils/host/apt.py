@@ -32,7 +32,7 @@ def missing(names: list[str], rc: int, stdout: str) -> list[str]:
 
 
 # Every package dpkg knows, with its state: read before and after apt runs, the difference is what this run
-# installed (dependencies included), which the action records for reset (module_utils/host/reset_record.py).
+# installed (dependencies included), which the action records for reset (module_utils/host/reset/packages.py).
 ALL_ARGV = ["dpkg-query", "--show", f"--showformat={SHOWFORMAT}"]
 
 

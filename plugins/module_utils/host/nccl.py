@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 # The GID rules live with the node checks (rdma-node-check runs them on the node as one stdlib file).
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.node_check import roce_gid_of, same_gid
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.units import roce_gid_of, same_gid
 
 DOCUMENTATION = """
 name: rdma_stack_endpoint

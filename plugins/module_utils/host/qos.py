@@ -133,7 +133,7 @@ class Host:
     check_mode: bool = False
     commands: list[str] = field(default_factory=list)
     boot: list[str] = field(default_factory=list)
-    # How to put back each value a change replaces (module_utils/host/reset_record.py undo operations), in change order.
+    # How to put back each value a change replaces (module_utils/host/reset/undo.py operations), in change order.
     undo: list[dict] = field(default_factory=list)
     # configfs populates a new rdma_cm/<dev> directory with its ports, and a debugfs write can change a second
     # attribute (cong.c); tests pass a mkdir and a write that do the same.

@@ -6,7 +6,7 @@ Part of the ladder's rules (docs/design.md, "Where each shared rule lives"); uni
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import node_check
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node import units as node_check
 
 # The node's own parsers and units live with the node checks (rdma-node-check runs them on the node).
 link_rate_gbps = node_check.link_rate_gbps

@@ -6,7 +6,7 @@ Part of the ladder's rules (docs/design.md, "Where each shared rule lives"); uni
 
 from __future__ import annotations
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.rungs import make_rung
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.rung import make_rung
 
 SCHEMA = "rdma-llm-cluster/validate-verdict/1"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import rungs as validate_rungs
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import switches as validate_rungs
 
 # What the hosts' hw_counters say of congestion (mlx5): reported per host, never judged.
 CONGESTION = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets", "out_of_buffer")

@@ -15,6 +15,10 @@ Configuration Guide, 10.x: DSCP 0-63, CoS/qos-group 0-7, network-qos MTU 1500-92
 policy-map names up to 40 alphanumeric characters, case-sensitive, `_` `-` `.` allowed). PFC headroom:
 the same QoS guide, "Configuring Priority Flow Control", guidelines: the pause buffer thresholds are
 mandatory for cables longer than 100 m.
+
+The ranges host and switch share (DSCP, CoS/qos-group, bandwidth share) and the QoS profiles come from
+host/qos_values.py, the queue schemes (which qos-groups a 4- or 8-queue Nexus has) from switch/queues.py:
+this module writes neither, so the messages below spell them from there.
 """
 
 from __future__ import annotations
@@ -22,6 +26,13 @@ from __future__ import annotations
 import re
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils import numbers
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.qos_values import (
+    COS_RANGE,
+    DSCP_RANGE,
+    PERCENT_RANGE,
+    PROFILES,
+)
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.queues import QUEUE_SCHEMES, queue_scheme
 
 DOCUMENTATION = """
 name: nxos_roce_qos_validate
@@ -36,8 +47,8 @@ CHECKPOINT_RE = re.compile(r"bootflash:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 DESCRIPTION_MAX = 254
 # Characters the interactive CLI interprets inside a line.
 CLI_SPECIAL = {";": "chains a second command", "?": "asks the CLI for help", "|": "starts an output filter"}
-SCHEMES = {"8q": [1, 2, 3, 4, 5, 6, 7], "4q": [1, 2, 3]}
-PROFILES = ("dcqcn", "pfc_only")
+# The share of a class the role renders with traffic of its own (RoCE, fabric TCP): some of the link, never none.
+CLASS_SHARE_RANGE = (PERCENT_RANGE[0] + 1, PERCENT_RANGE[1])
 # Values of the interface `speed` command on Nexus 9000 (Mb/s).
 SPEEDS = (1000, 10000, 25000, 40000, 50000, 100000, 200000, 400000, 800000)
 NAME_VARS = (
@@ -96,6 +107,11 @@ MISSING_HINTS = {
     "speed a row, or set it"
     for var in ("nxos_roce_qos_ecn_min_threshold_kbytes", "nxos_roce_qos_ecn_max_threshold_kbytes")
 }
+
+
+def span(bounds):
+    """(low, high) as the messages print it: "0-63"."""
+    return f"{bounds[0]}-{bounds[1]}"
 
 
 def as_int(value, low, high, even=False):
@@ -253,23 +269,25 @@ def nxos_roce_qos_validate(values):
         bad("nxos_roce_qos_profile", f"must be one of {list(PROFILES)}, got {profile!r}")
 
     scheme = values["nxos_roce_qos_queue_scheme"]
-    queues = SCHEMES.get(scheme) if isinstance(scheme, str) else None
-    if queues is None:
-        bad("nxos_roce_qos_queue_scheme", f"must be one of {sorted(SCHEMES)}, got {scheme!r}")
-        queues = SCHEMES["8q"]
+    if isinstance(scheme, str) and scheme in QUEUE_SCHEMES:
+        queues = queue_scheme(scheme)["queues"]
+    else:
+        bad("nxos_roce_qos_queue_scheme", f"must be one of {sorted(QUEUE_SCHEMES)}, got {scheme!r}")
+        queues = queue_scheme("8q")["queues"]  # the qos-groups below are still checked, against the larger scheme
 
     dscp = values["nxos_roce_qos_roce_dscp"]
-    dscp_ints = [as_int(v, 0, 63) for v in dscp] if isinstance(dscp, list) else []
+    dscp_ints = [as_int(v, *DSCP_RANGE) for v in dscp] if isinstance(dscp, list) else []
     if not dscp_ints or None in dscp_ints:
-        bad("nxos_roce_qos_roce_dscp", f"must be a non-empty list of DSCP values 0-63, got {dscp!r}")
-    cnp = as_int(values["nxos_roce_qos_cnp_dscp"], 0, 63)
+        bad("nxos_roce_qos_roce_dscp", f"must be a non-empty list of DSCP values {span(DSCP_RANGE)}, got {dscp!r}")
+    cnp = as_int(values["nxos_roce_qos_cnp_dscp"], *DSCP_RANGE)
     if cnp is None or cnp in dscp_ints:
         bad(
             "nxos_roce_qos_cnp_dscp",
-            f"must be a DSCP value 0-63 not in nxos_roce_qos_roce_dscp, got {values['nxos_roce_qos_cnp_dscp']!r}",
+            f"must be a DSCP value {span(DSCP_RANGE)} not in nxos_roce_qos_roce_dscp, "
+            f"got {values['nxos_roce_qos_cnp_dscp']!r}",
         )
-    nodrop = as_int(values["nxos_roce_qos_nodrop_cos"], 0, 7)
-    cnp_group = as_int(values["nxos_roce_qos_cnp_qos_group"], 0, 7)
+    nodrop = as_int(values["nxos_roce_qos_nodrop_cos"], *COS_RANGE)
+    cnp_group = as_int(values["nxos_roce_qos_cnp_qos_group"], *COS_RANGE)
     for var, got in (("nxos_roce_qos_nodrop_cos", nodrop), ("nxos_roce_qos_cnp_qos_group", cnp_group)):
         if got is None or got not in queues:
             bad(var, f"must be a queue of the {scheme} scheme ({queues}), got {values[var]!r}")
@@ -282,14 +300,14 @@ def nxos_roce_qos_validate(values):
         bad("nxos_roce_qos_tcp_lossless", f"must be a boolean, got {values['nxos_roce_qos_tcp_lossless']!r}")
     tcp_rendered = tcp_lossless is False
     if tcp_rendered:
-        tcp_dscp = as_int(values["nxos_roce_qos_tcp_dscp"], 0, 63)
+        tcp_dscp = as_int(values["nxos_roce_qos_tcp_dscp"], *DSCP_RANGE)
         if tcp_dscp is None or tcp_dscp in dscp_ints or tcp_dscp == cnp:
             bad(
                 "nxos_roce_qos_tcp_dscp",
-                "must be a DSCP value 0-63 other than the RoCE and CNP values (fabric TCP needs its own class), "
-                f"got {values['nxos_roce_qos_tcp_dscp']!r}",
+                f"must be a DSCP value {span(DSCP_RANGE)} other than the RoCE and CNP values (fabric TCP needs its "
+                f"own class), got {values['nxos_roce_qos_tcp_dscp']!r}",
             )
-        tcp_group = as_int(values["nxos_roce_qos_tcp_qos_group"], 0, 7)
+        tcp_group = as_int(values["nxos_roce_qos_tcp_qos_group"], *COS_RANGE)
         if tcp_group is None or tcp_group not in queues or tcp_group in (nodrop, cnp_group):
             bad(
                 "nxos_roce_qos_tcp_qos_group",
@@ -301,18 +319,18 @@ def nxos_roce_qos_validate(values):
     if as_int(mtu, 1500, 9216, even=True) is None:
         bad("nxos_roce_qos_mtu", f"must be an even number 1500-9216 (network-qos class range), got {mtu!r}")
 
-    roce_bw = as_int(values["nxos_roce_qos_roce_bandwidth_percent"], 1, 100)
-    default_bw = as_int(values["nxos_roce_qos_default_bandwidth_percent"], 0, 100)
-    tcp_bw = as_int(values["nxos_roce_qos_tcp_bandwidth_percent"], 1, 100) if tcp_rendered else 0
-    if roce_bw is None or default_bw is None or tcp_bw is None or roce_bw + default_bw + tcp_bw > 100:
-        shares = [("roce", "1-100"), ("tcp", "1-100"), ("default", "0-100")]
-        shares = [(f"nxos_roce_qos_{name}_bandwidth_percent", span) for name, span in shares]
-        shares = [(var, span) for var, span in shares if tcp_rendered or "_tcp_" not in var]
+    roce_bw = as_int(values["nxos_roce_qos_roce_bandwidth_percent"], *CLASS_SHARE_RANGE)
+    default_bw = as_int(values["nxos_roce_qos_default_bandwidth_percent"], *PERCENT_RANGE)
+    tcp_bw = as_int(values["nxos_roce_qos_tcp_bandwidth_percent"], *CLASS_SHARE_RANGE) if tcp_rendered else 0
+    if roce_bw is None or default_bw is None or tcp_bw is None or roce_bw + default_bw + tcp_bw > PERCENT_RANGE[1]:
+        shares = [("roce", CLASS_SHARE_RANGE), ("tcp", CLASS_SHARE_RANGE), ("default", PERCENT_RANGE)]
+        shares = [(f"nxos_roce_qos_{name}_bandwidth_percent", span(bounds)) for name, bounds in shares]
+        shares = [(var, text) for var, text in shares if tcp_rendered or "_tcp_" not in var]
         bad(
             shares[0][0],
             f"({shares[0][1]}) + "
-            + " + ".join(f"{var} ({span})" for var, span in shares[1:])
-            + " must be at most 100, got "
+            + " + ".join(f"{var} ({text})" for var, text in shares[1:])
+            + f" must be at most {PERCENT_RANGE[1]}, got "
             + " + ".join(repr(values[var]) for var, _ in shares),
         )
     ecn_min = as_int(values["nxos_roce_qos_ecn_min_threshold_kbytes"], 1, 64000)
@@ -346,8 +364,8 @@ def nxos_roce_qos_validate(values):
         if values[var] not in choices:
             bad(var, f"must be one of {list(choices)}, got {values[var]!r}")
     default_group = values.get("nxos_roce_qos_default_qos_group")
-    if default_group not in (None, "") and as_int(default_group, 0, 7) is None:
-        bad("nxos_roce_qos_default_qos_group", f"must be a qos-group 0-7 or null, got {default_group!r}")
+    if default_group not in (None, "") and as_int(default_group, *COS_RANGE) is None:
+        bad("nxos_roce_qos_default_qos_group", f"must be a qos-group {span(COS_RANGE)} or null, got {default_group!r}")
 
     cable = as_int(values["nxos_roce_qos_pfc_cable_length_m"], 1, CABLE_MAX_M)
     if cable is None:
@@ -397,5 +415,6 @@ def nxos_roce_qos_validate(values):
     return problems
 
 
-# Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>).
-FILTERS = {"nxos_roce_qos_validate": nxos_roce_qos_validate}
+# Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>). nxos_roce_qos_scheme hands the
+# queue scheme of switch/queues.py to the role (vars/main.yml: the template and the post-check's class names).
+FILTERS = {"nxos_roce_qos_validate": nxos_roce_qos_validate, "nxos_roce_qos_scheme": queue_scheme}

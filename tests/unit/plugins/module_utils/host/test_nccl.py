@@ -5,11 +5,11 @@ the validation ladder and the run report share: the endpoint picked from what th
 from __future__ import annotations
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils import rdma_sysfs
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import nccl as N
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import collectives as validate_rungs
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import pairing as validate_pairing
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import rungs as validate_rungs
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as tl
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.sysfs import rdma_devices
 
 from tests.conftest import ROOT
 
@@ -38,8 +38,8 @@ def fake_sysfs(
 
 
 def read_sysfs(tmp_path, root) -> list[dict]:
-    """The one sysfs reader (module_utils/rdma_sysfs.py, behind rdma_stack's module) on the fake tree."""
-    return rdma_sysfs.devices(str(root))
+    """The one sysfs reader (module_utils/node/sysfs.py, behind rdma_stack's module) on the fake tree."""
+    return rdma_devices(str(root))
 
 
 # A RoCE port as mlx5 lays it out: link-local GIDs (v1, v2) first, then the IPv4-mapped ones.

@@ -387,8 +387,10 @@ def test_inbox_mlx5_cnp_marking_through_debugfs(tmp_path: Path) -> None:
 def test_reset_puts_the_nic_back_as_the_first_run_found_it(tmp_path: Path, monkeypatch, shape: str) -> None:
     """The undo operations a first run notes (what the module records before its first change, through a planning
     pass in check mode) take DCB, DCQCN, the CNPs' marking and the RDMA-CM ToS back exactly, replayed by the reset
-    record (module_utils/host/reset_record.py) after the change; a converged NIC notes nothing new."""
-    from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import reset_record as rr
+    record (module_utils/host/reset/) after the change; a converged NIC notes nothing new."""
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset import record as reset_record
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset import restore as reset_restore
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset import store as reset_store
 
     fake = FakeHost(tmp_path)
     fake.add_nic("ens1f0np0", "mlx5_core", ecn=shape == "ofed", debugfs=shape == "inbox")
@@ -409,15 +411,15 @@ def test_reset_puts_the_nic_back_as_the_first_run_found_it(tmp_path: Path, monke
     plan = fake.host(check_mode=True)
     qos.apply(plan, ["ens1f0np0"], LAB)
     assert state() == before, "the planning pass changes nothing"
-    store = rr.Host(root=str(tmp_path), run=fake.run)
-    rr.record(store, "rdma_qos", rr.Spec(undo=plan.undo))
+    store = reset_store.Host(root=str(tmp_path), run=fake.run)
+    reset_record.record(store, "rdma_qos", reset_record.Spec(undo=plan.undo))
     qos.apply(fake.host(), ["ens1f0np0"], LAB)
     assert state() != before
     again = fake.host(check_mode=True)
     qos.apply(again, ["ens1f0np0"], LAB)
     assert again.undo == [], "a converged NIC has nothing new to undo"
     # configfs removes a group with its attributes; rmdir on the fake tree does the same.
-    real_rmdir = rr.os.rmdir
+    real_rmdir = os.rmdir
 
     def configfs_rmdir(path, *args, **kwargs):
         if "rdma_cm/" in str(path) and not args and not kwargs:
@@ -425,8 +427,8 @@ def test_reset_puts_the_nic_back_as_the_first_run_found_it(tmp_path: Path, monke
                 sub.unlink() if sub.is_file() else real_rmdir(sub)
         return real_rmdir(path, *args, **kwargs)
 
-    monkeypatch.setattr(rr.os, "rmdir", configfs_rmdir)
-    result = rr.restore(store, "rdma_qos")
+    monkeypatch.setattr(os, "rmdir", configfs_rmdir)
+    result = reset_restore.restore(store, "rdma_qos")
     assert result["errors"] == [] and result["forgotten"], result
     assert state() == before
     assert "dcb app replace dev ens1f0np0 dscp-prio 26:2" in result["changes"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import rungs as vr
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.switches import evaluate_cabling
 
 from tests.conftest import ROOT
 
@@ -164,17 +164,17 @@ def test_cabling_rung() -> None:
                                          for sw, ports in PORTS.items()}  # fmt: skip
     switches = list(PORTS)
     swapped = _leaf1(**{"lab-node1": "lab-node3", "lab-node3": "lab-node1"})
-    rung = vr.evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": swapped})
+    rung = evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": swapped})
     assert rung["status"] == "fail" and rung["bad_hosts"] == ["lab-node1", "lab-node3"] and rung["value"] == 2, rung
     assert rung["reason"].startswith("lab-leaf1 Ethernet1/1: LLDP sees lab-node3.lab rdma0; the inventory has")
     assert rung["notes"] == ["lab-leaf1 Ethernet1/5: LLDP sees spare-server eth1, a port the inventory does not list"]
-    good = vr.evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": _leaf1()}, {"lab-node2": None})
+    good = evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": _leaf1()}, {"lab-node2": None})
     assert good["status"] == "pass" and good["bad_hosts"] == [], good
     assert good["reason"].startswith("3 link end(s) as the inventory says; not seen: ")
     assert "no lldpd on lab-node2" in good["reason"], good["reason"]
     # The ladder on some nodes (--limit): the others' cables are judged from the switches all the same, by name.
-    limited = vr.evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": _leaf1()}, {"lab-node1": None})
+    limited = evaluate_cabling(hostvars, switches, HOSTS, {"lab-leaf1": _leaf1()}, {"lab-node1": None})
     assert limited["status"] == "pass" and limited["bad_hosts"] == [], limited
-    off = vr.evaluate_cabling(hostvars, switches, HOSTS, {sw: fixture("nxos_lldp_off.txt") for sw in switches})
+    off = evaluate_cabling(hostvars, switches, HOSTS, {sw: fixture("nxos_lldp_off.txt") for sw in switches})
     assert off["status"] == "skip" and "LLDP off on lab-leaf1 (feature lldp)" in off["reason"], off
-    assert vr.evaluate_cabling(hostvars, [], HOSTS, {})["status"] == "skip"
+    assert evaluate_cabling(hostvars, [], HOSTS, {})["status"] == "skip"

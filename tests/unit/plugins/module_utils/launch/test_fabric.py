@@ -11,7 +11,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import fab
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import report as train_report
 
 from tests.conftest import ROOT
-from tests.unit.plugins.module_utils.test_node_check import NOW, bump, counters_run, fake_root
+from tests.unit.plugins.module_utils.node.helpers import NOW, bump, counters_run, fake_root
 
 VALIDATE = ROOT / "tests" / "fixtures" / "validate"
 PORTS = {"sw1:Ethernet1/1": "n1", "sw1:Ethernet1/2": "n2"}
@@ -104,7 +104,7 @@ def test_each_poll_samples_the_rdma_counters_from_sysfs(tmp_path) -> None:
     import shutil
     import subprocess
 
-    from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as F
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import poll as F
 
     sysfs = tmp_path / "sys"
     shutil.copytree(ROOT / "tests" / "fixtures" / "node_check" / "sysfs_h100", sysfs / "class" / "infiniband")
@@ -133,7 +133,7 @@ def test_each_poll_samples_the_nodrop_prioritys_pause_counters(tmp_path) -> None
     there, and the recording without PFC give nothing."""
     import subprocess
 
-    from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as F
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import poll as F
 
     def sample(prio: int, recording: str) -> dict:
         script = F.poll_tail(

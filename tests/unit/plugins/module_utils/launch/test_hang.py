@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import hang, outcome
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import report as train_report
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import train as train_launch
 
 FIXTURES = Path(__file__).resolve().parents[4] / "fixtures" / "hang"
 
@@ -242,7 +241,7 @@ def test_the_outcome_of_a_hung_job_names_the_rank_waited_for_not_the_first_timeo
                       "hang": {"at": 30.0, "step": 17, "records": [WAITING]}},
         "lab-node2": {"state": "running", "hang": {"at": 30.0, "step": 17, "records": [STOPPED]}},
     }  # fmt: skip
-    got = train_launch.job_outcome(jobs)
+    got = outcome.job_outcome(jobs)
     assert got["outcome"] == "failed" and got["first_failed"] == "lab-node2", got
     assert got["message"].startswith(
         "job failed on lab-node1: local rank 0 exit code 1 (torchrun exit code 1); it hung first: rank 1 (lab-node2)"
@@ -250,7 +249,7 @@ def test_the_outcome_of_a_hung_job_names_the_rank_waited_for_not_the_first_timeo
     ), got["message"]
     assert got["hang"]["culprits"] == [1] and got["hang"]["at"] == 30.0
     # No dumps (the job failed before its steps stalled for long): the outcome as before.
-    plain = train_launch.job_outcome({h: {k: v for k, v in j.items() if k != "hang"} for h, j in jobs.items()})
+    plain = outcome.job_outcome({h: {k: v for k, v in j.items() if k != "hang"} for h, j in jobs.items()})
     assert plain["first_failed"] == "lab-node1" and plain["hang"] is None and "hung" not in plain["message"]
 
 
