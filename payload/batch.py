@@ -111,3 +111,47 @@ def cuda_budget(device) -> tuple[int, int]:
     free, _ = torch.cuda.mem_get_info(device)
     available = free + torch.cuda.memory_reserved(device)
     return int(available * HEADROOM), available
+
+
+def auto(cfg, model, d, data, n_params: int, bf16: bool, saved: int, log: Callable[[str], None]) -> int:
+    """batch_size=auto on every rank together: a resumed run's own batch (`saved`, payload/checkpoint.py
+    saved_batch); else CPU_BATCH on CPUs, the probe on GPUs (every rank probes its own device, all take the
+    smallest pick). `d` is payload/runtime.py Dist, `data` payload/data.py RunData (the corpus caps the batch)."""
+    import torch
+    import torch.distributed as dist
+
+    from .model import is_fast
+    from .runtime import RunError
+
+    saved = int(d.all_reduce([saved], dist.ReduceOp.MIN, d.setup)[0])
+    if saved:
+        log(f"batch_size auto: {saved}, the batch of the run this launch resumes")
+        return saved
+    if d.device.type != "cuda":
+        log(f"batch_size auto: {CPU_BATCH} (a CPU: memory does not limit the step)")
+        return CPU_BATCH
+    train_blocks, held_out = data.auto_batch_blocks()
+    cap = data_cap(MAX_BATCH * d.world_size if train_blocks is None else train_blocks, held_out, d.world_size)
+    extra = optimizer_bytes(n_params, d.world_size, cfg.engine == "ddp", cfg.ema_decay > 0)
+    try:
+        model.to(d.device)
+    except torch.cuda.OutOfMemoryError as e:
+        raise RunError("batch_size=auto: the model does not fit one GPU to probe; give --batch_size", 2) from e
+    budget, available = cuda_budget(d.device)
+    vocab = len(data.tok)
+
+    def peak(b: int) -> int | None:
+        return step_peak(model, b, cfg.block_size, vocab, d.device, bf16, is_fast(model), extra)
+
+    batch, tried = largest_fit(peak, budget, cap)
+    torch.cuda.reset_peak_memory_stats(d.device)  # result.json's peak is the training's, not the probe's
+    print(f"rank {d.rank}: " + describe(batch, tried, budget, available), flush=True)
+    batch = int(d.all_reduce([batch], dist.ReduceOp.MIN, d.setup)[0])
+    if not batch:
+        raise RunError(
+            "batch_size=auto: not even a micro-batch of 1 fits the GPU's memory on some rank (its line above): "
+            "try --grad_checkpoint=true, --engine=fsdp over more GPUs or a smaller --block_size",
+            2,
+        )
+    log(f"batch_size auto: {batch} on every rank")
+    return batch

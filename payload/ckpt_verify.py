@@ -1,6 +1,7 @@
 """A checkpoint directory's life on disk: written whole, checksummed, verified, quarantined (standard library only).
 
-`train.py` saves every checkpoint into `step_<n>.tmp`; once every rank's files are there (after the barrier) the
+payload/checkpoint.py (the lifecycle across ranks and nodes, which calls this module for each directory) saves
+every checkpoint into `step_<n>.tmp`; once every rank's files are there (after the barrier) the
 writer of each node hashes them into `checksums.json` and renames the directory `step_<n>` (`publish`), then
 points `latest` at it. A `step_<n>` directory is therefore never torn: a save cut short leaves only
 `step_<n>.tmp`, which the next start removes (`remove_unfinished`). checksums.json holds each file's size and

