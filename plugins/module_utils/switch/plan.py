@@ -127,10 +127,17 @@ def diff_children(
     wanted_keys = {key(n.line) for n in wanted}
     owned = [n for n in running if _owned(header, n.line, wanted_keys)]
     removed = [n for n in owned if key(n.line) not in wanted_keys]
-    # A class leaves a policy only after the classes that replace it are in (make before break: a
-    # packet is never unclassified), except in a queuing policy, where a removed class first frees
-    # its share. Other lines go first: a value replaced in place may need the old line gone.
-    last = [n for n in removed if n.line.startswith("class ") and not header.startswith("policy-map type queuing ")]
+    # A class leaves a policy only after the classes that replace it are in, and a match leaves a match-any
+    # class-map only after the matches that replace it (make before break: a packet is never unclassified,
+    # not even for one line), except in a queuing policy, where a removed class first frees its share. Other
+    # lines go first: a value replaced in place may need the old line gone. (A match-all class-map whose
+    # matches change is replaced beside itself instead: _replace_class_maps.)
+    last = [
+        n
+        for n in removed
+        if (n.line.startswith("class ") and not header.startswith("policy-map type queuing "))
+        or (header.startswith("class-map ") and n.line.startswith("match "))
+    ]
     commands = [(depth, f"no {n.line}") for n in removed if n not in last]
     after = [n for n in running if n not in owned]
     leaves = [w for w in wanted if not w.children]
@@ -179,9 +186,16 @@ def _temporary_name(name: str, taken: set[str]) -> str:
     return temp
 
 
+def _edited_in_place_with_a_gap(have: Node, want: Node) -> bool:
+    """A match-all class-map whose matches change: every match must hold, so the old match and its
+    replacement side by side (or neither, between two lines) classify nothing."""
+    return "match-all" in want.line.split() and [c.line for c in have.children] != [c.line for c in want.children]
+
+
 def _replace_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[int, str]]:
     """Commands that replace the class-maps whose match type differs from the intent (NX-OS cannot
-    change it in place), make before break: the intended class-map is built beside the old one under a
+    change it in place), or whose matches change under match-all (no order of in-place lines keeps it
+    classifying), make before break: the intended class-map is built beside the old one under a
     temporary name, every qos policy class of the old one gets a twin on it (same actions) before the
     old class leaves; then the old class-map is replaced by the intended one under its own name, the
     classes move back and the temporary one goes. At every line each policy classifies the traffic.
@@ -191,7 +205,9 @@ def _replace_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[i
     taken = {n.line.split()[-1] for n in running if n.line.startswith("class-map ")}
     for want in intent:
         have = by_key.get(key(want.line))
-        if not want.line.startswith("class-map ") or have is None or have.line == want.line:
+        if not want.line.startswith("class-map ") or have is None:
+            continue
+        if have.line == want.line and not _edited_in_place_with_a_gap(have, want):
             continue
         name = want.line.split()[-1]
         users = [

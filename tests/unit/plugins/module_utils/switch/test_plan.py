@@ -9,6 +9,7 @@ to the golden converged view. Lines outside the managed blocks are untouched.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import plan as engine
@@ -360,3 +361,50 @@ def test_reset_without_a_kept_config_removes_every_managed_block():
     _, after, _ = reset_from(stale, DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING", baseline=False)
     assert "class-map type qos match-any ROCE" not in after and "feature lldp" in after
     assert "interface Ethernet1/1\n  description rack A node 1\n  shutdown\n" in after, "user lines stay"
+
+
+def _with_matches(config: str, class_match: str, dscps: dict[str, str]) -> str:
+    """The golden default config with its class-maps' match type and each class's `match dscp` list set."""
+    for name, dscp in dscps.items():
+        config = re.sub(rf"(class-map type qos \S+ {name}\n  match dscp )\S+", rf"\g<1>{dscp}", config)
+    return config.replace("class-map type qos match-any ", f"class-map type qos {class_match} ")
+
+
+# Every edit of a live class's match the role can send: one DSCP for another, a DSCP added, one taken away;
+# on the RoCE class (a DSCP list), the CNP and the fabric TCP class (one DSCP each).
+CLASS_EDITS = [
+    ("ROCE", 3, "26", "24"),
+    ("ROCE", 3, "26", "24,26"),
+    ("ROCE", 3, "24,26", "26"),
+    ("ROCE", 3, "24,26", "18,20"),
+    ("CNP", 7, "48", "46"),
+    ("FABRIC_TCP", 1, "10", "12"),
+]
+
+
+@pytest.mark.parametrize("class_match", ["match-any", "match-all"])
+@pytest.mark.parametrize(("name", "group", "old", "new"), CLASS_EDITS, ids=lambda v: str(v))
+def test_every_class_edit_keeps_the_old_or_the_new_dscps_classified_after_every_line(
+    class_match, name, group, old, new
+):
+    """Typed line by line into the emulator, at every line of the push either every DSCP of the old match or
+    every DSCP of the new one is in the class's qos-group on both ports: the new match is in before the old one
+    leaves (match-any), or the class is rebuilt beside itself (match-all, where two matches side by side match
+    nothing)."""
+    start = _with_matches(DEFAULT_INTENT, class_match, {name: old})
+    intent = _with_matches(DEFAULT_INTENT, class_match, {name: new})
+    olds, news = ({int(d) for d in v.split(",")} for v in (old, new))
+    dev = Device(DeviceInfo(hostname="leaf1"))
+    dev.boot(start)
+    commands = engine.plan(dev.body_text(dev.running), intent, "ROCE_QOS_MARKING")["commands"]
+    assert commands, "the edit planned nothing"
+    cli = dev.new_session()
+    for line in ["configure terminal", *commands, "end"]:
+        out = cli.handle(line)
+        assert not [o for o in out if o.startswith(("%", "ERROR"))], f"{line!r} rejected: {out}"
+        for port in ("Ethernet1/1", "Ethernet1/2"):
+            held = {d for d in olds | news if classified(dev, port, d) == group}
+            assert olds <= held or news <= held, f"after {line!r}: {port} classifies only {sorted(held)} ({commands})"
+    for port in ("Ethernet1/1", "Ethernet1/2"):
+        assert {d for d in olds | news if classified(dev, port, d) == group} == news
+    assert engine.plan(dev.body_text(dev.running), intent, "ROCE_QOS_MARKING")["commands"] == []
