@@ -141,3 +141,19 @@ def test_lab_inventory_without_its_vault_password_names_the_munge_key(
     for i in range(1, 9):
         assert f"lab-node{i}: slurm_munge_key cannot be read" in out, out[-3000:]
     assert "give the vault password" in out and "lab-switch: slurm" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("flag", ["reset_packages", "reset_train_runs"])
+def test_reset_refuses_a_mistyped_boolean_before_any_change(tmp_path: Path, flag: str) -> None:
+    """`-e reset_packages=ture` was read as false (a deprecation warning, the packages kept without a word): it is
+    refused in reset.yml's first play, on the controller, before any node is contacted (the nodes' port is closed)."""
+    inv = inventory(tmp_path, {"n1": node("192.168.250.201/24")})
+    proc = playbook("playbooks/reset.yml", "-e", "reset_confirm=yes", "-e", f"{flag}=ture", inventory=inv, timeout=120)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, tail(proc)
+    assert f"-e {flag}='ture': not a boolean" in out, tail(proc)
+    assert "List the training units on the node" not in proc.stdout, "a node was contacted"
+    good = playbook("playbooks/reset.yml", "-e", "reset_confirm=yes", "-e", f"{flag}=false", inventory=inv, timeout=120)
+    assert "Refuse a reset option that is not a boolean" in good.stdout and ": not a boolean (" not in good.stdout, (
+        tail(good)
+    )

@@ -32,7 +32,10 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.fabric i
     rails_by_position,
     unique_across_nodes,
 )
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall import fabric_firewall_leaves_ssh
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall import (
+    fabric_firewall_allow_list,
+    fabric_firewall_leaves_ssh,
+)
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import Inventory, Problem
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.node_health import node_health_thresholds
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.qos import (
@@ -101,6 +104,7 @@ RULES: tuple[Rule, ...] = (
     slurm_gpus,
     slurm_config_keys,
     fabric_firewall_leaves_ssh,
+    fabric_firewall_allow_list,
 )
 
 

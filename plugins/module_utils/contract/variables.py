@@ -161,6 +161,11 @@ VARIABLES: tuple[Var, ...] = (
     Var("fabric_firewall_interfaces", NODES, list_of(mapping(), nonempty=True, what="a list of interfaces")),
     Var("fabric_firewall_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
     Var("fabric_firewall_extra_ports", NODES, list_of(integer(1, 65535))),
+    # The launch's and the ladder's listening ports, which the firewall guards too (their ports.yml).
+    Var("train_launch_rdzv_port", NODES, integer(1, 65535)),
+    Var("train_launch_check_port", NODES, integer(1, 65535)),
+    Var("cluster_validate_pair_port", NODES, integer(1, 65535)),
+    Var("cluster_validate_allreduce_port", NODES, integer(1, 65535)),
     Var(
         "fabric_firewall_train_group",
         NODES,
