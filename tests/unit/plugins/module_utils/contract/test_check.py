@@ -50,3 +50,16 @@ def test_needed_variables_are_every_variable_a_rule_reads() -> None:
     sources = "".join(p.read_text() for p in (ROOT / "plugins" / "module_utils" / "contract").glob("*.py"))
     read = set(re.findall(r'inv\.get\([^,()]+, "([A-Za-z_]+)"', sources))
     assert read and sorted(read - set(names)) == []
+
+
+def test_docs_preflight_lists_every_rule_in_its_order() -> None:
+    """docs/preflight.md's table of rules is RULES: each rule once, in the order check() runs them."""
+    import re
+
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.check import RULES
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "preflight.md").read_text()
+    listed = re.findall(r"^\| `([a-z_]+)` \| ([a-z_]+) \|", text, re.M)
+    assert listed == [(rule.__name__, rule.__module__.rsplit(".", 1)[1]) for rule in RULES]
