@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
+import pytest
 import yaml
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.check import check
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import Inventory
 
 from tests.conftest import ROOT
@@ -154,3 +156,15 @@ def both(*changes: Change) -> Change:
 def second_switch(inv: Inventory) -> None:
     inv.groups["switches"] = ["sw", "sw2"]
     inv.hostvars["sw2"] = copy.deepcopy(SWITCH) | {"ansible_host": "192.168.48.11"}
+
+
+def reports(change: Change) -> list[str]:
+    """What the contract says of the good inventory with one change: every problem, as its message."""
+    inv = good()
+    change(inv)
+    return [str(p) for p in check(inv)]
+
+
+def cases(bad: list[tuple[str, Change, list[str]]]) -> list:
+    """A test file's table of (id, change, exact errors) as pytest parameters."""
+    return [pytest.param(change, expected, id=name) for name, change, expected in bad]

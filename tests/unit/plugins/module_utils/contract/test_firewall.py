@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.check import check
 
-from tests.unit.plugins.module_utils.contract.inventories import Change, both, good, on_all, setv
+from tests.unit.plugins.module_utils.contract.inventories import Change, both, cases, good, on_all, reports, setv
 
 pytestmark = pytest.mark.lint
 
@@ -119,8 +119,6 @@ def test_the_firewall_play_s_plan_refuses_what_the_contract_refuses() -> None:
     assert [str(p) for p in check(inv)] == [f"n1: fabric_firewall_interfaces {str(plan.value).split(': ', 1)[1]}"]
 
 
-@pytest.mark.parametrize(("change", "expected"), [pytest.param(c, e, id=i) for i, c, e in BAD])
+@pytest.mark.parametrize(("change", "expected"), cases(BAD))
 def test_bad_inventory_names_host_and_variable(change, expected) -> None:
-    inv = good()
-    change(inv)
-    assert [str(p) for p in check(inv)] == expected
+    assert reports(change) == expected
