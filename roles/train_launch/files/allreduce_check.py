@@ -75,7 +75,8 @@ def main() -> int:
         value = torch.ones(1024) * (args.rank + 1)
         dist.all_reduce(value)
         expected = world * (world + 1) / 2
-        ok = bool(torch.all(value == expected))
+        wrong = (value != expected).nonzero().flatten().tolist()  # every element is checked, the first named
+        ok = not wrong
         dist.destroy_process_group()
     except Exception as exc:  # reported with the host name
         aborted = store.check(["abort"]) and store.get("abort").decode()
@@ -96,7 +97,10 @@ def main() -> int:
                 "host": me,
                 "world_size": world,
                 "seconds": round(time.monotonic() - t0, 2),
-                "error": None if ok else f"all-reduce on {me} gave {value[0].item()}, expected {expected}",
+                "error": None
+                if ok
+                else f"all-reduce on {me} gave {value[wrong[0]].item()} at element {wrong[0]} "
+                f"({len(wrong)} of {value.numel()} wrong), expected {expected}",
             }
         )
     )

@@ -163,6 +163,28 @@ SLURM_BAD: list[tuple[str, Change, list[str]]] = [
         ],
     ),
     (
+        "slurm-gpus-above-the-ladder",
+        slurm(setv("n1", "slurm_node_gpus", 16), on_nodes("cluster_validate_gpus_per_node", 8)),
+        [
+            "n1: slurm_node_gpus 16 differs from cluster_validate_gpus_per_node 8: the ladder and the scheduler must "
+            "expect the same GPUs"
+        ],
+    ),
+    (
+        "slurm-no-gpus-where-the-ladder-expects-them",
+        slurm(setv("n1", "slurm_node_gpus", 0), on_nodes("cluster_validate_gpus_per_node", 8)),
+        [
+            "n1: slurm_node_gpus 0 differs from cluster_validate_gpus_per_node 8: the ladder and the scheduler must "
+            "expect the same GPUs"
+        ],
+    ),
+    (
+        # A negative count is its own problem only: it is compared with nothing.
+        "slurm-gpus-negative",
+        slurm(setv("n1", "slurm_node_gpus", -1), on_nodes("cluster_validate_gpus_per_node", 8)),
+        ["n1: slurm_node_gpus must be an integer >= 0 (got -1)"],
+    ),
+    (
         "slurm-gpus-word",
         slurm(setv("n1", "slurm_node_gpus", "eight")),
         ["n1: slurm_node_gpus must be an integer >= 0 (got 'eight')"],
@@ -223,6 +245,16 @@ SLURM_BAD: list[tuple[str, Change, list[str]]] = [
 def test_a_slurm_cluster_passes() -> None:
     inv = good()
     slurm_on(inv)
+    assert [str(p) for p in check(inv)] == []
+
+
+def test_slurm_gpus_equal_to_the_ladders_pass() -> None:
+    inv = good()
+    slurm(on_nodes("slurm_node_gpus", 8), on_nodes("cluster_validate_gpus_per_node", 8))(inv)
+    assert [str(p) for p in check(inv)] == []
+    # Without the ladder's count (0: not checked) any declared count is the scheduler's alone.
+    on_nodes("slurm_node_gpus", 4)(inv)
+    on_nodes("cluster_validate_gpus_per_node", 0)(inv)
     assert [str(p) for p in check(inv)] == []
 
 

@@ -317,6 +317,44 @@ def test_the_flight_recorder_names_the_rank_behind_when_its_stacks_cannot() -> N
     assert hang.flight_verdict([done]) is None
 
 
+def _trace(name: str, issue_next: bool = False, unretire: int | None = None) -> dict:
+    """A recorded flight-recorder trace with one change: `issue_next` adds a collective issued after the last one,
+    still pending (the last entry copied with the next record and sequence numbers); `unretire` leaves collective
+    #unretire not retired (its completion not yet marked on this rank)."""
+    trace = json.loads((FIXTURES / name).read_text())
+    entries = trace["entries"]
+    if issue_next:
+        last = entries[-1]
+        seq = last["collective_seq_id"] + 1
+        entries.append({**last, "record_id": last["record_id"] + 1, "collective_seq_id": seq, "retired": False})
+    for entry in entries:
+        if entry["collective_seq_id"] == unretire:
+            entry["retired"] = False
+    return trace
+
+
+def test_the_flight_recorder_with_two_pending_collectives() -> None:
+    """Rank 0 has issued a fifth all-reduce behind the fourth it waits in: two pending on one rank. Its summary keeps
+    the newest issued (#5) and the oldest pending (#4, the one the fifth waits behind), and the verdict names #4,
+    with rank 1 behind it at #3."""
+    gloo = "gloo:all_reduce"
+    ahead = hang.flight_summary(_trace("fr_gloo_rank0_waiting.json", issue_next=True))
+    assert ahead == {"default_pg": {"last": 5, "op": gloo, "pending": 4, "pending_op": gloo}}
+    behind = {"rank": 1, "flight": flight("fr_gloo_rank1_behind.json")}
+    got = hang.flight_verdict([{"rank": 0, "flight": ahead}, behind])
+    assert (got["seq"], got["waiting"], got["behind"]) == (4, [0], [1]), got
+    assert got["message"] == "flight recorder: 1 rank in collective #4 gloo:all_reduce of default_pg, rank 1 only at #3"
+    # Pending on both ranks, #4 on rank 0 and #3 on rank 1 (its #3 not yet marked retired): the newest pending over
+    # the ranks is the one they are in, #3 has finished where #4 was issued.
+    late = hang.flight_summary(_trace("fr_gloo_rank1_behind.json", unretire=3))
+    assert late == {"default_pg": {"last": 3, "op": gloo, "pending": 3, "pending_op": gloo}}
+    waiting = {"rank": 0, "flight": flight("fr_gloo_rank0_waiting.json")}
+    for ranks in ([waiting, {"rank": 1, "flight": late}], [{"rank": 1, "flight": late}, waiting]):
+        got = hang.flight_verdict(ranks)
+        assert (got["seq"], got["op"], got["waiting"], got["behind"]) == (4, gloo, [0], [1]), got
+        assert got["message"].endswith("1 rank in collective #4 gloo:all_reduce of default_pg, rank 1 only at #3")
+
+
 def test_read_flight_takes_the_dumps_of_this_request_only(tmp_path: Path) -> None:
     trace = json.loads((FIXTURES / "fr_gloo_rank1_behind.json").read_text())
     (tmp_path / "fr-rank0.json").write_text(json.dumps({"request": "old", "trace": trace}))

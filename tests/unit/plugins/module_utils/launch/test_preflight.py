@@ -3,8 +3,17 @@ fabric between the peers, the pre-flight all-reduce's results and the rendezvous
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import preflight as C
+
+from tests.conftest import ROOT
+
+ALLREDUCE_CHECK = ROOT / "roles" / "train_launch" / "files" / "allreduce_check.py"
 
 ALLREDUCE_OK = {"rc": 0, "stdout_lines": ['{"ok": true, "host": "a", "world_size": 2, "seconds": 0.4, "error": null}']}
 
@@ -37,6 +46,75 @@ def test_allreduce_results(registered, expected) -> None:
     got = C.allreduce_results(list(registered), hostvars)
     assert [(r["host"], r["ok"], r["detail"]) for r in got] == expected
     assert [r["text"] for r in got if not r["ok"]] == [f"{h}: {d}" for h, ok, d in expected if not ok]
+
+
+# One rank of roles/train_launch/files/allreduce_check.py, run as the launch runs it (its own __main__), with a
+# stand-in all-reduce in mode `contribute` (the rank adds 1 to what it sends: a wrong value in the sum) or `corrupt`
+# (the reduction ran, then the last element of what this rank got is off by one); `-` runs it untouched.
+WRONG_RANK = """
+import runpy, sys
+import torch.distributed as dist
+mode, script = sys.argv[1], sys.argv[2]
+real = dist.all_reduce
+def all_reduce(tensor, *args, **kwargs):
+    if mode == "contribute":
+        tensor += 1.0
+    work = real(tensor, *args, **kwargs)
+    if mode == "corrupt":
+        tensor[-1] += 1.0
+    return work
+dist.all_reduce = all_reduce
+sys.argv = [script, *sys.argv[3:]]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def _allreduce_check(modes: list[str]) -> dict:
+    """allreduce_check.py on len(modes) gloo ranks on loopback (hosts h0, h1, ...), rank r in mode modes[r]; what
+    the launch registers on each host: {host: {rc, stdout_lines, stderr}}."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    hosts = [f"h{r}" for r in range(len(modes))]
+    argv = ["--hosts", ",".join(hosts), "--master", "127.0.0.1", "--port", str(port), "--ifname", "lo",
+            "--timeout", "60"]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRONG_RANK, mode, str(ALLREDUCE_CHECK), *argv, "--rank", str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, mode in enumerate(modes)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    return {
+        h: {"rc": p.returncode, "stdout_lines": out.splitlines(), "stderr": err}
+        for h, p, (out, err) in zip(hosts, procs, outs, strict=True)
+    }
+
+
+def test_allreduce_check_fails_on_a_wrong_sum_and_names_the_host() -> None:
+    pytest.importorskip("torch")
+    # Rank 1 sends 3 where it should send 2: every rank gets 4 instead of 1 + 2 = 3, and each fails naming itself
+    # (a sum cannot tell who sent the wrong part).
+    got = _allreduce_check(["-", "contribute"])
+    assert {h: r["rc"] for h, r in got.items()} == {"h0": 5, "h1": 5}, got
+    for host, reg in got.items():
+        line = json.loads(reg["stdout_lines"][-1])
+        assert not line["ok"] and line["host"] == host, line
+        assert line["error"] == f"all-reduce on {host} gave 4.0 at element 0 (1024 of 1024 wrong), expected 3.0"
+    results = C.allreduce_results(list(got), {h: {"__train_launch_reg_allreduce": r} for h, r in got.items()})
+    assert [(r["host"], r["ok"]) for r in results] == [("h0", False), ("h1", False)], results
+    assert results[1]["text"] == "h1: all-reduce on h1 gave 4.0 at element 0 (1024 of 1024 wrong), expected 3.0"
+    # Rank 0's sum is corrupted after the reduction, in one element of 1024: rank 0 alone fails, and says where.
+    got = _allreduce_check(["corrupt", "-"])
+    assert {h: r["rc"] for h, r in got.items()} == {"h0": 5, "h1": 0}, got
+    results = C.allreduce_results(list(got), {h: {"__train_launch_reg_allreduce": r} for h, r in got.items()})
+    assert [(r["host"], r["ok"], r["detail"]) for r in results] == [
+        ("h0", False, "all-reduce on h0 gave 4.0 at element 1023 (1 of 1024 wrong), expected 3.0"),
+        ("h1", True, None),
+    ], got
 
 
 def _node(host="n1", rank=0, df="Avail\n 5000\n", listeners="", peers="n2 10.0.0.2 ok\n"):

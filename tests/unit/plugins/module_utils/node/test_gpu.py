@@ -87,6 +87,10 @@ def test_a_real_h200_is_judged_here_as_the_command_judged_it_there() -> None:
 def test_gpu_count_below_the_expected_fails() -> None:
     j = judge(gpu_facts("nvidia_smi_a100_mig.xml", "nvidia_smi_a100_mig.xml", log=""), config(gpus=8))
     assert one(j, "gpus")["status"] == "fail" and one(j, "gpus")["detail"].startswith("2 GPU(s) (expected 8)")
+    # One short fails; as many, or more than expected (roles/node_health/README.md: fewer fails), passes.
+    two = gpu_facts("nvidia_smi_a100_mig.xml", "nvidia_smi_a100_mig.xml", log="")
+    assert [one(judge(two, config(gpus=n)), "gpus")["status"] for n in (3, 2, 1)] == ["fail", "pass", "pass"]
+    assert one(judge(two, config(gpus=1)), "gpus")["detail"] == "2 GPU(s) (expected 1), driver 535.54.03"
     # Without nvidia-smi the driver's own list counts them; nothing else is judged without it.
     facts = gpu_facts("nvidia_smi_a100_mig.xml", log="") | {"nvidia_smi": None, "gpus_proc": {"count": 8}}
     j = judge(facts, config(gpus=8))
@@ -141,6 +145,47 @@ def test_gpu_faults_from_one_changed_value(xml, old, new, check, want, detail) -
     facts["nvidia_smi"]["out"] = facts["nvidia_smi"]["out"].replace(old, new)
     got = one(judge(facts, config(gpus=1)), check)
     assert got["status"] == want and got["detail"].startswith(detail), got
+
+
+def _ecc_block_changed(xml: str, block: str, old: str, new: str) -> dict:
+    """The recording's facts with one ECC counter changed in one block (`volatile` or `aggregate`) only."""
+    facts = gpu_facts(xml, log="")
+    out = facts["nvidia_smi"]["out"]
+    start = out.index(f"<{block}>", out.index("<ecc_errors>"))
+    end = out.index(f"</{block}>", start)
+    assert out[start:end].count(old) == 1, (xml, block, old)
+    facts["nvidia_smi"]["out"] = out[:start] + out[start:end].replace(old, new) + out[end:]
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("xml", "block", "old", "new", "want", "detail"),
+    [
+        # One uncorrectable SRAM error in the GPU's lifetime (none since the driver loaded) fails: a v11 counter and
+        # driver 570+'s split one (parity + SECDED, summed).
+        ("nvidia_smi_t4.xml", "aggregate", "<sram_uncorrectable>0", "<sram_uncorrectable>1", "fail",
+         "GPU 0: 1 uncorrectable SRAM ECC error(s) in its lifetime"),
+        ("nvidia_smi_h200.xml", "aggregate", "<sram_uncorrectable_secded>0", "<sram_uncorrectable_secded>1", "fail",
+         "GPU 0: 1 uncorrectable SRAM ECC error(s) in its lifetime"),
+        ("nvidia_smi_h200.xml", "aggregate", "<sram_uncorrectable_parity>0", "<sram_uncorrectable_parity>1", "fail",
+         "GPU 0: 1 uncorrectable SRAM ECC error(s) in its lifetime"),
+        # Since the driver loaded, it is the volatile rule that names it.
+        ("nvidia_smi_h200.xml", "volatile", "<sram_uncorrectable_parity>0", "<sram_uncorrectable_parity>1", "fail",
+         "GPU 0: 1 uncorrectable ECC error(s) since the driver loaded"),
+        # Correctable SRAM errors: the threshold (10000) holds for either block alone, the boundary passes.
+        ("nvidia_smi_t4.xml", "aggregate", "<sram_correctable>0", "<sram_correctable>10001", "fail",
+         "GPU 0: 10001 correctable SRAM ECC errors (> 10000)"),
+        ("nvidia_smi_t4.xml", "aggregate", "<sram_correctable>0", "<sram_correctable>10000", "pass",
+         "1 GPU(s): no uncorrectable ECC error"),
+        ("nvidia_smi_t4.xml", "volatile", "<sram_correctable>0", "<sram_correctable>10001", "fail",
+         "GPU 0: 10001 correctable SRAM ECC errors (> 10000)"),
+        ("nvidia_smi_t4.xml", "volatile", "<sram_correctable>0", "<sram_correctable>10000", "pass",
+         "1 GPU(s): no uncorrectable ECC error"),
+    ],
+)  # fmt: skip
+def test_ecc_counter_changed_in_one_block(xml, block, old, new, want, detail) -> None:
+    got = one(judge(_ecc_block_changed(xml, block, old, new), config(gpus=1)), "gpu ecc")
+    assert (got["status"], got["detail"]) == (want, detail), got
 
 
 def test_sw_power_cap_can_be_made_a_warning() -> None:

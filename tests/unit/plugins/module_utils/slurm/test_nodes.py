@@ -26,6 +26,9 @@ def test_gres_nvml_only_where_the_library_and_the_slurm_plugin_are() -> None:
     assert gres_conf("c1", facts("c1"), 0) == ([], None)
     with pytest.raises(RuleError, match=r"g1: 3 GPU\(s\) but only 2 /dev/nvidia<N> device file\(s\)"):
         gres_conf("g1", debian, 3)
+    # More device files than GPUs: the first ones, as many as the GPUs.
+    three = {**debian, "gpu_devices": ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"]}
+    assert gres_conf("g1", three, 2)[0] == ["Name=gpu File=/dev/nvidia0", "Name=gpu File=/dev/nvidia1"]
 
 
 def test_declared_gpus_must_be_the_gpus_the_host_shows() -> None:
@@ -33,3 +36,8 @@ def test_declared_gpus_must_be_the_gpus_the_host_shows() -> None:
     assert node_gpus("g1", facts("g1", gpus=8), 8) == 8
     with pytest.raises(RuleError, match=r"g1: slurm_node_gpus is 8 but the host shows 0 GPU\(s\)"):
         node_gpus("g1", facts("g1"), 8)
+    # Declared below what the host shows: refused as well (slurm.conf and slurmd must agree exactly).
+    with pytest.raises(RuleError, match=r"g1: slurm_node_gpus is 4 but the host shows 8 GPU\(s\)"):
+        node_gpus("g1", facts("g1", gpus=8), 4)
+    with pytest.raises(RuleError, match=r"g1: slurm_node_gpus is 0 but the host shows 8 GPU\(s\)"):
+        node_gpus("g1", facts("g1", gpus=8), 0)

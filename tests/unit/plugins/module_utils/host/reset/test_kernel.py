@@ -31,6 +31,29 @@ def test_nft_table_group_and_module_the_project_added_are_removed(root, system):
     assert (root / "proc/modules").read_text() == "ib_core 1 0 - Live 0x0\n", "only the module the project loaded"
 
 
+def test_a_group_that_was_there_before_the_first_run_is_kept(root, system):
+    """Groups are recorded present or absent at the first run only: reset removes the one the project created and
+    keeps those the host had (a site's own slurm and munge), whatever later runs saw; one it would have created
+    that is not there (rdma-llm-gone) is left alone (groupdel would fail on it)."""
+    before = "root:x:0:\nslurm:x:64030:\nmunge:x:101:\n"
+    (root / "etc/group").write_text(before)
+    h = host(root, system)
+    spec = Spec(groups=["slurm", "munge", "rdma-llm-train", "rdma-llm-gone"])
+    assert record(h, "fw", spec)["lines"] == [
+        "group slurm: present",
+        "group munge: present",
+        "group rdma-llm-train: absent",
+        "group rdma-llm-gone: absent",
+    ]
+    (root / "etc/group").write_text(before + "rdma-llm-train:x:999:\n")
+    assert record(h, "fw", spec)["changed"] is False  # a later run, the project's group now there
+    assert load(h, "fw")["groups"] == {"slurm": True, "munge": True, "rdma-llm-train": False, "rdma-llm-gone": False}
+    result = restore(h, "fw")
+    assert result["errors"] == []
+    assert [c for c in result["changes"] if c.startswith("groupdel")] == ["groupdel rdma-llm-train"]
+    assert (root / "etc/group").read_text() == before
+
+
 def test_a_table_that_was_there_before_is_loaded_again(root, system):
     system.nft["inet mine"] = "table inet mine {\n\tchain c {\n\t}\n}\n"
     h = host(root, system)
