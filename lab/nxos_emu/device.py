@@ -20,7 +20,8 @@ from . import grammar
 from .config import Node, natural_key, ordered_top, render_body, render_node
 from .counters import NAMES as COUNTER_NAMES
 from .counters import Counters, render_queuing
-from .grammar import INVALID, CliError
+from .output import apply_filters, expand_values, file_name, split_pipes
+from .words import INVALID, Args, CliError, NoMatch, parse_interface, tokenize
 
 COPY_OK = [
     "[########################################] 100%",
@@ -252,7 +253,7 @@ class Device:
         for cls in policy.children if policy else []:
             pause = cls.find("pause pfc-cos")
             if pause is not None:
-                for value in _expand(pause.text.rsplit(" ", 1)[1]):
+                for value in expand_values(pause.text.rsplit(" ", 1)[1]):
                     bitmap |= 1 << value
         return bitmap
 
@@ -426,53 +427,6 @@ class Device:
         self.changed()
 
 
-def _expand(values: str) -> list[int]:
-    out: list[int] = []
-    for part in values.split(","):
-        low, _, high = part.partition("-")
-        out.extend(range(int(low), int(high or low) + 1))
-    return out
-
-
-def _filter(lines: list[str], filters: list[str]) -> list[str]:
-    """Apply `| include RE`, `| exclude RE`, `| section RE`, `| begin RE`, `| no-more`."""
-    for spec in filters:
-        words = spec.split(None, 1)
-        name = grammar.match_keyword(words[0], ("include", "exclude", "section", "begin", "no-more", "json"))
-        if name in (None, "json"):
-            raise CliError(INVALID, None)
-        if name == "no-more":
-            continue
-        if len(words) < 2:
-            raise CliError(grammar.INCOMPLETE, None)
-        pattern = re.compile(words[1].strip().strip('"'))
-        if name == "include":
-            lines = [ln for ln in lines if pattern.search(ln)]
-        elif name == "exclude":
-            lines = [ln for ln in lines if not pattern.search(ln)]
-        elif name == "begin":
-            for index, ln in enumerate(lines):
-                if pattern.search(ln):
-                    lines = lines[index:]
-                    break
-            else:
-                lines = []
-        else:  # section: a top-level line that matches, with all its indented lines
-            out, keep = [], False
-            for ln in lines:
-                if ln and not ln.startswith(" "):
-                    keep = bool(pattern.search(ln))
-                if keep and ln:
-                    out.append(ln)
-            lines = out
-    return lines
-
-
-def _split_pipes(line: str) -> tuple[str, list[str]]:
-    parts = re.split(r"\s+\|\s*", line)
-    return parts[0], [p for p in parts[1:]]
-
-
 class Session:
     """One CLI session: exec mode or a config mode given by a path of node keys."""
 
@@ -557,13 +511,13 @@ class Session:
 
     def _exec(self, line: str, from_config: bool = False) -> list[str]:
         dev = self.device
-        base, filters = _split_pipes(line)
+        base, filters = split_pipes(line)
         normalized = " ".join(base.split())
         for prefix in dev.unsupported:
             if normalized == prefix or normalized.startswith(prefix + " "):
                 raise CliError(INVALID, base.find(prefix.split()[-1]))
-        tokens = grammar.tokenize(base)
-        args = grammar.Args(base, tokens)
+        tokens = tokenize(base)
+        args = Args(base, tokens)
         negate = tokens[0].text.lower() == "no"
         if negate:
             args.pos = 1
@@ -583,7 +537,7 @@ class Session:
                 "clear",
                 "emulator",
             )
-        except grammar.NoMatch:
+        except NoMatch:
             raise CliError(INVALID, tokens[args.pos].col if args.pos < len(tokens) else 0) from None
         if negate and cmd not in ("checkpoint", "terminal"):
             raise CliError(INVALID, tokens[0].col)
@@ -592,7 +546,7 @@ class Session:
         if cmd == "show":
             output = self._show(args)
             try:
-                return _filter(output, filters)
+                return apply_filters(output, filters)
             except CliError as exc:
                 if exc.column is None:
                     exc.column = line.rfind("|") + 2
@@ -634,7 +588,7 @@ class Session:
                 dev.save_state()
                 return list(COPY_OK)
             if source == "running-config" and dest.startswith("bootflash:"):
-                dev.files[_file_name(dest)] = dev.body_text(dev.running)
+                dev.files[file_name(dest)] = dev.body_text(dev.running)
                 dev.save_state()
                 return list(COPY_OK)
             raise CliError(INVALID, args.tokens[args.pos - 1].col)
@@ -664,16 +618,16 @@ class Session:
                     raise CliError(f"ERROR: Checkpoint {name} does not exist")
                 text = dev.checkpoints[name]
             else:
-                if _file_name(name) not in dev.files:
+                if file_name(name) not in dev.files:
                     raise CliError(f"ERROR: File {name} does not exist")
-                text = dev.files[_file_name(name)]
+                text = dev.files[file_name(name)]
             dev.rollback_to(text)
             return list(ROLLBACK_OK)
         if cmd == "delete":
             name = args.word()
             args.try_kw("no-prompt")
             args.end()
-            if dev.files.pop(_file_name(name), None) is None:
+            if dev.files.pop(file_name(name), None) is None:
                 raise CliError(f"ERROR: File {name} does not exist")
             dev.save_state()
             return []
@@ -688,7 +642,7 @@ class Session:
         ]
         return [*out, "", "Usage for bootflash://sup-local", " 1010778112 bytes used", "115805356 bytes free"]
 
-    def _emulator(self, args: grammar.Args) -> list[str]:
+    def _emulator(self, args: Args) -> list[str]:
         """Hidden lab control (no NX-OS command): `emulator counters interface NAME qos-group N
         [tx-pkts N] [tx-bytes N] [dropped N] [dropped-bytes N] [ecn-marked N] [tx-pause N] [rx-pause N]`
         adds to the counters of that port and qos-group."""
@@ -709,14 +663,14 @@ class Session:
         self.device.save_state()
         return []
 
-    def _checkpoint(self, args: grammar.Args, negate: bool) -> list[str]:
+    def _checkpoint(self, args: Args, negate: bool) -> list[str]:
         dev = self.device
         if args.try_kw("file"):
             name = args.word()
             args.end()
             if negate:
                 raise CliError(INVALID, args.tokens[0].col)
-            dev.files[_file_name(name)] = dev.body_text(dev.running)
+            dev.files[file_name(name)] = dev.body_text(dev.running)
             dev.save_state()
             return ["Done"]
         name = args.word()
@@ -734,7 +688,7 @@ class Session:
         dev.save_state()
         return ["Done"]
 
-    def _show(self, args: grammar.Args) -> list[str]:
+    def _show(self, args: Args) -> list[str]:
         dev = self.device
         what = args.kw(
             "version",
@@ -818,11 +772,11 @@ class Session:
         return dev.show_pfc()
 
     @staticmethod
-    def _if_name(args: grammar.Args) -> str:
-        name, _ = grammar.parse_interface(args)
+    def _if_name(args: Args) -> str:
+        name, _ = parse_interface(args)
         return name
 
-    def _show_policy_map(self, args: grammar.Args) -> list[str]:
+    def _show_policy_map(self, args: Args) -> list[str]:
         """`show policy-map system type network-qos`: the active network-qos policy."""
         args.kw("system")
         args.kw("type")
@@ -836,8 +790,3 @@ class Session:
         if policy is None:
             return [*lines, f"  policy-map type network-qos {name}"]
         return lines + ["  " + ln for ln in render_node(policy)]
-
-
-def _file_name(name: str) -> str:
-    name = name.removeprefix("bootflash:").lstrip("/")
-    return f"bootflash:{name}"

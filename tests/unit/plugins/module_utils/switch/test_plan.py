@@ -14,7 +14,8 @@ import re
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import plan as engine
 
-from lab.nxos_emu.device import Device, DeviceInfo, _expand
+from lab.nxos_emu.device import Device, DeviceInfo
+from lab.nxos_emu.output import expand_values
 from tests.switch.conftest import FIELD_CONFIG, FIXTURES
 
 pytestmark = pytest.mark.switch
@@ -128,7 +129,9 @@ def classified(dev: Device, port: str, dscp: int) -> int | None:
         group = cls.find("set qos-group")
         if name != "class-default":
             cmap = dev.running.find(f"class-map type qos {name}")
-            lines = [set(_expand(m.text.rsplit(" ", 1)[1])) for m in cmap.children if m.text.startswith("match dscp ")]
+            lines = [
+                set(expand_values(m.text.rsplit(" ", 1)[1])) for m in cmap.children if m.text.startswith("match dscp ")
+            ]
             hit = (
                 any(dscp in v for v in lines)
                 if "match-any" in cmap.text
