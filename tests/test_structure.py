@@ -4,6 +4,7 @@ their tests mirror them, and no Python file of the collection or the payload gro
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -54,4 +55,17 @@ def test_no_python_file_over_the_line_limit() -> None:
     limit = int(design_rule(r"No Python file in `plugins/` or `payload/` is over (\d+) lines").group(1))
     files = sorted([*(ROOT / "plugins").rglob("*.py"), *(ROOT / "payload").glob("*.py")])
     over = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > limit}
+    assert over == {}, f"over {limit} lines: {over}"
+
+
+def test_no_python_file_of_the_tree_over_its_limit() -> None:
+    limit = int(
+        design_rule(r"no Python file in the tree\n?\s*\(the lab, the tests, the benchmarks\) over (\d+) lines").group(1)
+    )
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    over = {
+        name: n
+        for name in tracked.split()
+        if (ROOT / name).is_file() and (n := len((ROOT / name).read_text().splitlines())) > limit
+    }
     assert over == {}, f"over {limit} lines: {over}"
