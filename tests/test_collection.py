@@ -65,6 +65,8 @@ def test_installed_collection_runs_a_playbook_by_fqcn_outside_the_checkout(built
             "rdma_llm.cluster.preflight",
             "-e",
             "preflight_check_facts=false",
+            "-e",
+            "preflight_check_switches=false",
         ]
         return subprocess.run(
             [*cmd, *extra], cwd=work, env=env, text=True, capture_output=True, timeout=300, check=False

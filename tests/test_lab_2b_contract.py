@@ -89,6 +89,26 @@ def fabric(**iface) -> Callable[[dict], None]:
     return lambda host: host["cluster_fabric_interfaces"][0].update(iface)
 
 
+def with_switch(**values) -> Callable[[Path], None]:
+    def edit(inv: Path) -> None:
+        data = _hosts_yml(inv)
+        data["all"]["children"]["switches"]["hosts"]["lab-switch"].update(values)
+        (inv / "hosts.yml").write_text(yaml.safe_dump(data))
+
+    return edit
+
+
+def head_node_controller(inv: Path) -> None:
+    """lab-node2 out of rdma_nodes, the Slurm controller alone (a head node): what a later play changes on it (the
+    Slurm play) must wait for the same gate as the nodes."""
+    data = _hosts_yml(inv)
+    groups = data["all"]["children"]
+    head = groups["rdma_nodes"]["hosts"].pop("lab-node2")
+    login = {k: v for k, v in groups["rdma_nodes"]["vars"].items() if k.startswith("ansible_")}
+    groups["slurm_controllers"]["hosts"] = {"lab-node2": {"ansible_host": head["ansible_host"], **login}}
+    (inv / "hosts.yml").write_text(yaml.safe_dump(data))
+
+
 # id, edit of the inventory copy, text the failure must contain
 CASES = [
     (
@@ -130,6 +150,12 @@ CASES = [
         ),
         "lab-switch: nxos_roce_qos_interfaces Ethernet1/1: description contains a line break",
     ),
+    (
+        # The switch play runs last: a switch that is down once let six concerns change every node first.
+        "switch-does-not-answer",
+        with_switch(ansible_port=9),
+        "preflight: lab-switch does not answer at 127.0.0.1:9 as admin",
+    ),
 ]
 
 
@@ -153,8 +179,37 @@ def test_bad_inventory_changes_nothing(lab_cluster, lab_inventory: Path, tmp_pat
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, tail(proc)
     assert message in out, f"{message!r} not in the failure:\n{tail(proc)}"
-    # It stopped in the first task of the run: no other task ran on any host.
+    # It stopped in preflight: no other play ran on any host.
     assert "Check the inventory contract" in out and "TASK [rdma_llm.cluster.common" not in out, tail(proc)
+    assert later_plays(proc.stdout) == [], tail(proc)
     recap = play_recap(proc.stdout)
     assert all(r["changed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
+    assert before == after, json.dumps({"before": before, "after": after}, indent=1)
+
+
+def later_plays(stdout: str) -> list[str]:
+    """The plays after preflight that started (ansible-playbook prints `PLAY [<name>]` for each)."""
+    return [line for line in stdout.splitlines() if line.startswith("PLAY [") and "PLAY [Preflight |" not in line]
+
+
+def test_a_head_node_controller_waits_for_the_gate(lab_cluster, lab_inventory: Path, tmp_path: Path) -> None:
+    """A Slurm controller outside rdma_nodes once escaped the gate: with every node stopped ("nothing was changed"),
+    the Slurm play still ran on it and reached its package install. Here lab-node1 does not answer (its SSH port is
+    closed) and lab-node2 is the controller of a head node: the gate names lab-node1 and no play after preflight runs
+    on either host."""
+    hosts = list(lab_cluster["hosts"])
+    inv = tmp_path / "lab"
+    shutil.copytree(lab_inventory, inv)
+    head_node_controller(inv)
+    with_node("lab-node1", lambda host: host.update(ansible_port=9))(inv)
+    before = host_digests(hosts)
+    proc = playbook("playbooks/site.yml", inventory=inv, timeout=300)
+    after = host_digests(hosts)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, tail(proc)
+    assert "preflight: lab-node1 did not pass the host checks" in out, tail(proc)
+    assert later_plays(proc.stdout) == [], tail(proc)
+    # The controller answered its preflight check and nothing after it ran there.
+    recap = play_recap(proc.stdout)
+    assert recap["lab-node2"]["ok"] > 0 and recap["lab-node2"]["changed"] == 0, recap
     assert before == after, json.dumps({"before": before, "after": after}, indent=1)

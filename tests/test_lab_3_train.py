@@ -450,3 +450,44 @@ def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
     records = map(json.loads, (ARTIFACTS / run_id / hosts[0] / "out" / "metrics.jsonl").open())
     steps = [r["step"] for r in records if r.get("kind") == "train"]
     assert steps and max(steps) >= 15, steps
+
+
+def test_status_while_slurmctld_is_down_is_unknown_then_running(lab_cluster, corpus: Path) -> None:
+    """slurmctld stopped under a running (detached) Slurm job once read as `failed (... torchrun exit code  ...)`, an
+    empty exit code, while both nodes trained: a scheduler that does not answer is `unknown: controller unreachable
+    (<scontrol's words>)`, never a failed job, and the run reads `running` again once slurmctld is back."""
+    hosts, run_id = lab_cluster["hosts"], f"e2e-slurm-down-{int(time.time())}"
+    controller = hosts[0]  # the lab's slurm_controllers host
+    args = ["-e", "scheduler=slurm", "-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=5000"]
+    proc = train(*args, "-e", f"run_id={run_id}", "-e", "detach=true", *payload(KILL))
+    try:
+        assert proc.returncode == 0, tail(proc)
+        wait_for_step(None, hosts, run_id, 5)
+        ssh_ok(controller, "systemctl", "stop", "slurmctld")
+        try:
+            status = playbook("playbooks/train_status.yml", "-e", f"run_id={run_id}", timeout=300)
+        finally:
+            ssh_ok(controller, "systemctl", "start", "slurmctld")
+        flat = " ".join(status.stdout.split())
+        assert status.returncode == 0, tail(status)
+        unreachable = "unknown: controller unreachable (slurm_load_jobs error: Unable to contact slurm controller"
+        assert f"run {run_id}: {unreachable}" in flat, tail(status)
+        assert f"run {run_id}: failed" not in flat and "exit code  " not in flat, tail(status)
+        deadline = time.monotonic() + 120
+        while f"run {run_id}: running" not in " ".join(
+            (status := playbook("playbooks/train_status.yml", "-e", f"run_id={run_id}", timeout=300)).stdout.split()
+        ):
+            assert time.monotonic() < deadline, tail(status)
+            time.sleep(5)
+    finally:
+        playbook("playbooks/train_stop.yml", "-e", f"run_id={run_id}", timeout=300)
+        ssh(controller, "scancel", f"--name=train-{run_id}")
+    deadline = time.monotonic() + 60  # scancel returns before the step's processes have ended
+    while True:
+        try:
+            no_training_processes(hosts)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)

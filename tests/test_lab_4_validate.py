@@ -320,6 +320,50 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     assert "verdict: PASS" in proc.stdout
 
 
+def test_the_rendezvous_store_on_a_third_host(lab3, corpus) -> None:
+    """The store on a converged host that does not train (train_launch_rdzv_host lab-node3, the README's best set-up):
+    the nodes once dialled its management address, which its own fabric firewall resets; now they reach it at its
+    fabric address. A store the nodes cannot reach is named with address and cause, and the failed launch removes
+    the store it started; train_stop.yml of a run that never wrote artifacts/<run_id>/ removes a leftover store."""
+    store = lab3[2]
+    rdzv = ["-e", f"train_hosts={lab3[0]}:{lab3[1]}", "-e", json.dumps({"train_launch_rdzv_host": store})]
+    small = {"batch_size": 8, "block_size": 64, "eval_interval": 100, "eval_batches": 1, "log_interval": 5}
+    common = ["-e", "model=tiny", "-e", f"data={corpus}", "-e", json.dumps({"train_launch_payload": small}), *rdzv]
+    fabric3 = ssh(store, "ip", "-4", "-o", "addr", "show", "rdma0").stdout.split()[3].split("/")[0]
+
+    def store_unit(run_id: str) -> str:
+        return ssh(store, "systemctl", "show", "-p", "LoadState", "--value", f"rdzv-{run_id}").stdout.strip()
+
+    good = f"store3-{int(time.time())}"
+    proc = playbook("playbooks/train.yml", *common, "-e", "steps=10", "-e", f"run_id={good}", timeout=1200)
+    flat = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, tail(proc)
+    assert f"rendezvous {fabric3}:29500 (store of its own on {store})" in flat, tail(proc)
+    assert store_unit(good) == "not-found"
+    # The store's port dropped on lab-node3 (a table of the test's own, removed after): no answer.
+    bad = f"store3-bad-{int(time.time())}"
+    drop = (
+        "nft add table inet labtest && nft add chain inet labtest in '{ type filter hook input priority -10; }'"
+        " && nft add rule inet labtest in tcp dport 29500 drop"
+    )
+    assert ssh(store, drop).returncode == 0
+    try:
+        timeout = ["-e", json.dumps({"train_launch_check_timeout": 15})]
+        proc = playbook("playbooks/train.yml", *common, *timeout, "-e", f"run_id={bad}", timeout=600)
+    finally:
+        ssh(store, "nft", "delete", "table", "inet", "labtest")
+    flat = " ".join(proc.stdout.split())
+    assert proc.returncode != 0, tail(proc)
+    where = f"cannot reach the rendezvous store on {store} at {fabric3}:29500 (fabric address): no answer within 15 s"
+    assert f"{lab3[0]} {where}" in flat, tail(proc)
+    assert store_unit(bad) == "not-found", "the failed launch left its store running"
+    # A leftover store (made by hand here) of a run that never wrote its artifacts: train_stop.yml removes it.
+    assert ssh(store, "systemd-run", f"--unit=rdzv-{bad}", "sleep", "600").returncode == 0
+    stop = playbook("playbooks/train_stop.yml", "-e", f"run_id={bad}", *rdzv, timeout=300)
+    assert stop.returncode == 0, tail(stop)
+    assert store_unit(bad) == "not-found", tail(stop)
+
+
 def test_validate_names_the_throttled_host(lab3, throttled) -> None:
     """keep_going: every rung runs after the failing link rung; the lossless class also drops on the throttled
     host's switch port during the run, and the switch rung names switch, port and host."""

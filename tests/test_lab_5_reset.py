@@ -19,9 +19,13 @@ from lab import cluster
 from tests import lab_state
 from tests.conftest import play_recap, playbook, tail
 from tests.test_lab_2_site import RESET
-from tests.test_lab_3_train import ssh
+from tests.test_lab_3_train import ssh, ssh_ok
 
 pytestmark = pytest.mark.lab
+
+# The managed file test 1 edits by hand after site.yml wrote it; reset keeps a copy (issue #46 item 4).
+EDITED = "/etc/netplan/60-rdma-llm-fabric.yaml"
+HAND_EDIT = "# edited by hand"
 
 
 def state(lab_cluster) -> dict:
@@ -62,14 +66,23 @@ def test_reset_is_refused_without_the_confirmation_and_check_mode_changes_nothin
             time.sleep(1)
     assert held.returncode != 0, tail(held)
     assert "holds jobs" in held.stdout and "nothing was changed" in " ".join(held.stdout.split()), tail(held)
+    # A managed file the user edited by hand after site.yml wrote it (test_reset_gives_back_the_fresh_lab resets it).
+    node = lab_cluster["hosts"][-1]
+    ssh_ok(node, f"printf '%s\\n' {shlex.quote(HAND_EDIT)} >> {EDITED}")
+    ssh_ok("lab-node1", "test -d /var/lib/mysql && test -f /etc/mysql/debian.cnf && test -d /var/log/slurm")
+    edited = state(lab_cluster)
     dry = playbook("playbooks/reset.yml", "--check", "--diff", "-e", "reset_packages=true", timeout=900)
     assert dry.returncode == 0, tail(dry)
     flat = " ".join(dry.stdout.split())
     # What reset would do: the role's netplan file goes, the switch's policy goes (its diff), the venv goes.
-    assert "remove /etc/netplan/60-rdma-llm-fabric.yaml (created by the project)" in flat, tail(dry)
+    assert f"remove {EDITED} (created by the project)" in flat, tail(dry)
     assert "no class-map type qos match-any ROCE" in flat, tail(dry)
     assert "remove /opt/rdma-llm/venv (created by the project)" in flat, tail(dry)
-    lab_state.assert_same(converged, state(lab_cluster), "--check changed the lab")
+    # ... and says what the real run will: the hand edit kept, the packages and what they left removed.
+    assert f"{EDITED} was changed since the project last wrote it: reset would keep it as" in flat, tail(dry)
+    assert "remove /var/lib/mysql (what mariadb-server left: purged)" in flat, tail(dry)
+    assert "-e reset_packages=true removes them" not in flat, "the dry run said packages stay: " + tail(dry)
+    lab_state.assert_same(edited, state(lab_cluster), "--check changed the lab")
 
 
 def test_reset_gives_back_the_fresh_lab(lab_cluster, converged) -> None:
@@ -81,6 +94,19 @@ def test_reset_gives_back_the_fresh_lab(lab_cluster, converged) -> None:
     assert put.returncode == 0, put.stderr
     proc = playbook("playbooks/reset.yml", *RESET)
     assert proc.returncode == 0, tail(proc)
+    # The hand edit of the test before: kept, with a warning, and the file reset as any other.
+    node = lab_cluster["hosts"][-1]
+    assert f"{EDITED} was changed since the project last wrote it: kept as" in " ".join(proc.stdout.split()), tail(proc)
+    copies = ssh_ok(node, f"ls /var/lib/rdma-llm/kept{EDITED}.*").stdout.split()
+    assert len(copies) == 1, copies
+    assert ssh_ok(node, f"cat {copies[0]}").stdout.endswith(HAND_EDIT + "\n")
+    assert ssh(node, f"test -e {EDITED}").returncode == 1, "the file the project created is still there"
+    # MariaDB (accounting) and MUNGE, installed by the project on the controller, leave no data behind.
+    left = ssh("lab-node1", "ls -d /var/lib/mysql /etc/mysql /var/log/slurm /var/lib/munge /var/log/munge")
+    assert left.stdout.strip() == "", f"left on lab-node1: {left.stdout}"
+    # The copy is the user's: reset never removes it. Without it (and the directory it needed) the lab is fresh.
+    fresh_dir = lab_cluster["fresh"][node]["files"].get("/var/lib/rdma-llm") == "absent"
+    ssh_ok(node, "rm -rf /var/lib/rdma-llm/kept" + (" && rmdir /var/lib/rdma-llm" if fresh_dir else ""))
     lab_state.assert_same(
         lab_cluster["fresh"], state(lab_cluster), "after reset.yml the lab differs from the fresh lab"
     )

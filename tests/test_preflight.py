@@ -44,7 +44,13 @@ def node(addr: str, mgmt: str = "127.0.0.1", **kw) -> dict:
 
 
 def preflight(inv: Path, *args: str):
-    return playbook("playbooks/preflight.yml", "-e", "preflight_check_facts=false", *args, inventory=inv, timeout=120)
+    """The contract alone: no node or switch is contacted (the switch login: tests/switch/test_site_stops.py)."""
+    return playbook(
+        "playbooks/preflight.yml",
+        *("-e", "preflight_check_facts=false", "-e", "preflight_check_switches=false", *args),
+        inventory=inv,
+        timeout=120,
+    )
 
 
 def test_good_inventory_passes(tmp_path: Path) -> None:
@@ -55,11 +61,18 @@ def test_good_inventory_passes(tmp_path: Path) -> None:
 def test_a_limit_that_names_nodes_and_the_switches_passes_the_gate(tmp_path: Path) -> None:
     """The gate before any change counts the nodes of the limit only: `--limit n1,switches` (how the scale bench and a
     user re-run one node and the fabric) once counted the switch as a node that had not passed."""
-    switch = {"sw1": {"ansible_host": "127.0.0.1", "ansible_user": "admin", "ansible_password": "lab-only"}}
+    switch = {
+        "sw1": {
+            "ansible_host": "127.0.0.1",
+            "ansible_user": "admin",
+            "ansible_password": "lab-only",
+            "nxos_roce_qos_host_interfaces": [{"name": "Ethernet1/1"}, {"name": "Ethernet1/2"}],
+        }
+    }
     inv = inventory(tmp_path, {"n1": node("192.168.250.201/24"), "n2": node("192.168.250.202/24")}, switches=switch)
     proc = preflight(inv, "--limit", "n1,switches")
     assert proc.returncode == 0, tail(proc)
-    assert "Stop before any change if a node did not pass preflight" in proc.stdout, tail(proc)
+    assert "gate | Stop before any change if a targeted host did not answer" in proc.stdout, tail(proc)
 
 
 def test_bad_inventory_fails_before_contact_with_every_error(tmp_path: Path) -> None:

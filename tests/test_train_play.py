@@ -65,3 +65,16 @@ def test_a_model_directory_the_controller_has_is_staged_a_path_it_lacks_is_the_h
     proc = _train(tmp_path, "-v", "-e", "data=corpus.txt", "-e", "model=/srv/models/on-the-hosts")
     out = proc.stdout + proc.stderr
     assert "__train_launch_model_src: ''\n" in out and "UNREACHABLE" in out, tail(proc)
+
+
+def test_a_payload_config_refusal_leads_with_the_payloads_own_words(tmp_path: Path) -> None:
+    """payload/config.py refuses a payload key before anything is staged: the failure says what the payload said,
+    not the command module's "non-zero return code"."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "corpus.txt").write_text("to be or not to be\n")
+    proc = _train(tmp_path, "-e", "data=corpus.txt", "-e", '{"train_launch_payload": {"lr": "x"}}')
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0
+    said = "train_launch_payload: lr='x': expected a number (payload/config.py refused the payload config, exit code 2)"
+    assert f"Task failed: Action failed: {said}" in out, tail(proc)
+    assert "non-zero return code" not in out and "UNREACHABLE" not in out, tail(proc)

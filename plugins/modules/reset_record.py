@@ -11,9 +11,16 @@ description:
     the host has now, the first time only (files as a copy or their absence, directories the project fills, systemd
     units' states, nftables tables, groups, network links (addresses, routes, MTU), loaded kernel modules, undo
     operations and packages installed by the project. Later runs never overwrite the first record.
+  - With O(state=written) (a role calls it after a write that changed its files, when the write is changed),
+    records the sha256 of what the project wrote to O(paths), each recorded before; a later write replaces it.
   - With O(state=restored) (the role's C(tasks/reset.yml)), puts it back in a fixed order (units down, nftables,
     undo operations, modules, files, units up, groups, packages on request, links), then removes the record unless
     O(keep) is set or something failed (the record then stays for the next try).
+  - A file changed since the project last wrote it (its sha256 differs from O(state=written)'s) is copied to
+    C(/var/lib/rdma-llm/kept/<path>.<UTC time>) with a warning naming both before it is put back or removed.
+  - When it purges the packages the project installed (O(remove_packages)), also removes what they left in their
+    data directories (MariaDB's C(/var/lib/mysql), C(/var/log/slurm) ...; module_utils/host/reset/data_dirs.py),
+    unless a package that is still installed uses them.
   - Supports check mode (plans and says what it would record or restore) and diff mode (the files it restores).
 options:
   concern:
@@ -21,14 +28,15 @@ options:
     type: str
     required: true
   state:
-    description: C(recorded) or C(restored).
+    description: C(recorded), C(written) or C(restored).
     type: str
-    choices: [recorded, restored]
+    choices: [recorded, written, restored]
     default: recorded
   paths:
     description:
       - Files (or directories) the concern writes.
       - Absent ones are removed on reset with the directories created for them.
+      - With O(state=written), the files the concern has just written (recorded before).
     type: list
     elements: str
     default: []
@@ -119,6 +127,12 @@ EXAMPLES = r"""
     concern: common
     paths: [/etc/hosts, /etc/hostname]
 
+- name: Record what the role wrote, after a write that changed it
+  rdma_llm.cluster.reset_record:
+    concern: common
+    state: written
+    paths: [/etc/hosts]
+
 - name: Put it back
   rdma_llm.cluster.reset_record:
     concern: common
@@ -127,7 +141,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lines:
-  description: What was recorded now (state recorded).
+  description: What was recorded now (states recorded and written).
   type: list
   returned: always
 recorded:
@@ -146,12 +160,16 @@ values:
   description: The record's values.
   type: dict
   returned: always
+kept:
+  description: The files changed since the project wrote them, each C({path, copy}) (state restored).
+  type: list
+  returned: always
 """
 
 import dataclasses
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.record import Spec, record
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.record import Spec, record, written
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.restore import restore, summary
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import Host, ResetError
 
@@ -162,7 +180,7 @@ def main() -> None:
     spec = {name: {"type": "list", "elements": "str", "default": []} for name in [*recorded, "parts"]}
     spec.update(
         concern={"type": "str", "required": True},
-        state={"type": "str", "choices": ["recorded", "restored"], "default": "recorded"},
+        state={"type": "str", "choices": ["recorded", "written", "restored"], "default": "recorded"},
         undo={"type": "list", "elements": "dict", "default": []},
         values={"type": "dict", "default": {}},
         remove_packages={"type": "bool", "default": False},
@@ -184,10 +202,15 @@ def main() -> None:
         if p["state"] == "recorded":
             done = record(host, p["concern"], Spec(**{name: p[name] for name in recorded}))
             module.exit_json(changed=done["changed"], lines=done["lines"], concern=p["concern"])
+        if p["state"] == "written":
+            done = written(host, p["concern"], p["paths"])
+            module.exit_json(changed=done["changed"], lines=done["lines"], concern=p["concern"])
         result = restore(host, p["concern"], p["parts"] or None, p["remove_packages"], p["keep"])
     except ResetError as exc:
         module.fail_json(msg=f"reset record {p['concern']}: {exc}")
     diff = result.pop("diff")
+    for text in result.pop("warnings"):  # a file changed since the project wrote it, and where its copy is
+        module.warn(text)
     msg = f"{p['concern']}: {summary(result)}"
     if result["errors"]:
         module.fail_json(msg=msg, **result)

@@ -30,6 +30,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.fabric i
     node_ranks,
     peers_reachable,
     rails_by_position,
+    rails_on_every_node,
     unique_across_nodes,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall import (
@@ -84,6 +85,7 @@ RULES: tuple[Rule, ...] = (
     fabric_off_management,
     peers_reachable,
     rails_by_position,
+    rails_on_every_node,
     netplan_revert_after_connect,
     link_layer,
     qos_shared_with_switch,

@@ -1,6 +1,6 @@
 """The inventory contract's fabric rules: each node's interfaces (names, addresses, MTU by link layer and address
 family, routes, resolvers), addresses, hostnames and ranks unique across nodes, the fabric off the management
-network, every peer and every rail reachable, netplan's revert timer, one link layer.
+network, every peer and every rail reachable, the same rails on every node, netplan's revert timer, one link layer.
 """
 
 from __future__ import annotations
@@ -354,6 +354,35 @@ def rails_by_position(inv: Inventory) -> Iterator[Problem]:
                         f"rail {i + 1} of every node must share a subnet (or a route), as the pair tests and NCCL's "
                         "rail-aligned rings meet rail i with rail i",
                     )
+
+
+# Why every node needs every rail (rule rails_on_every_node).
+SAME_RAILS = (
+    "every node needs the same rails, in the same order (NCCL's rail-aligned rings and the pair tests meet rail i "
+    "with rail i)"
+)
+
+
+def rails_on_every_node(inv: Inventory) -> Iterator[Problem]:
+    """Every node has every rail (fabric interface position): NCCL's rail-aligned rings and the ladder's pair tests
+    meet rail i with rail i, so a rail one node has alone would carry no job's traffic there, or a node without it
+    would be the job's odd one out. Named on the fewer side: the node with the extra rail, or the node that lacks one
+    the others have (on a tie, the nodes that have it)."""
+    nodes = [h for h in inv.members(NODES) if isinstance(inv.get(h, "cluster_fabric_interfaces"), list)]
+    labels = {h: [iface_label(iface, i) for i, iface in enumerate(host_interfaces(inv, h))] for h in nodes}
+    for i in range(1, max((len(v) for v in labels.values()), default=0)):
+        have = [h for h in nodes if i < len(labels[h])]
+        lack = [h for h in nodes if h not in have]
+        if not lack:
+            continue
+        if len(have) <= len(lack):
+            verb = "lacks" if len(lack) == 1 else "lack"
+            for host in have:
+                yield Problem(host, labels[host][i], f"is rail {i + 1}, which {', '.join(lack)} {verb}: {SAME_RAILS}")
+        else:
+            where = ", ".join(f"{h} {labels[h][i]}" for h in have)
+            for host in lack:
+                yield Problem(host, "cluster_fabric_interfaces", f"lacks rail {i + 1} ({where}): {SAME_RAILS}")
 
 
 def netplan_revert_after_connect(inv: Inventory) -> Iterator[Problem]:

@@ -171,11 +171,29 @@ VARIABLES: tuple[Var, ...] = (
         NODES,
         text(r"^[a-z_][a-z0-9_-]{0,31}$", "a group name (a-z, 0-9, '_', '-', at most 32, not starting with a digit)"),
     ),
+    # The launch's, the ladder's, the venv's and preflight's own switches: each is read with `| bool`, which takes a
+    # mistyped word (`-e train_launch_detach=ture`) for false; refused here instead.
+    Var("train_launch_resume", NODES, boolean()),
+    Var("train_launch_detach", NODES, boolean()),
+    Var("train_launch_fabric_counters", NODES, boolean()),
+    Var("train_launch_allow_tcp", NODES, boolean()),
+    Var("train_launch_reset_runs", NODES, boolean()),
+    Var("train_launch_rejoin", NODES, boolean()),
+    Var("train_launch_slurm_exclusive", NODES, boolean()),
+    # Every run's logs, metrics and checkpoints; reset removes it whole: never relative to some working directory.
+    Var("train_launch_root", NODES, ABS_PATH),
+    Var("cluster_validate_keep_going", NODES, boolean()),
+    Var("cluster_validate_gpudirect", NODES, boolean()),
+    Var("train_venv_pip_compile", NODES, boolean()),
+    Var("train_venv_offline", NODES, boolean()),
+    Var("preflight_check_facts", NODES, boolean()),
+    Var("preflight_check_switches", ALL, boolean()),
     # playbooks/reset.yml: packages the project installed go only on request
     Var("rdma_netplan_reset_packages", NODES, boolean()),
     Var("rdma_stack_reset_packages", NODES, boolean()),
     Var("rdma_qos_reset_packages", NODES, boolean()),
     Var("fabric_firewall_reset_packages", NODES, boolean()),
+    Var("train_venv_reset_packages", NODES, boolean()),
     # nxos_roce_qos: ranges, names and CLI safety of the rendered values are the role's own rules
     # (switch_values below); the booleans are checked here. The switch play runs last: checked first here.
     Var("nxos_roce_qos_pfc_watchdog", SWITCHES, boolean()),
@@ -196,15 +214,33 @@ EXTRA_VARIABLES = (
 )
 
 
+# What Ansible says when it cannot decrypt a vaulted value (ansible/parsing/vault/__init__.py, ansible-core 2.19),
+# and the hint each calls for: no secret at all, or secrets none of which decrypts the value (a password given for
+# another vault id, the lab's). Any other error (a name the vault does not define: `'vault_x' is undefined`) gets
+# none: the vault was read, so asking for its password would send the operator the wrong way.
+VAULT_HINTS = (
+    (
+        ("no vault secrets found", "a vault password must be specified"),
+        "give the vault password: --vault-id <id>@prompt or --ask-vault-pass",
+    ),
+    (
+        ("decryption failed",),
+        "give the vault password that encrypted it, the one given does not decrypt it: --vault-id <id>@prompt or "
+        "--ask-vault-pass",
+    ),
+)
+
+
+def vault_hint(err: str) -> str:
+    """The hint for one unreadable value's error: what to do about the vault, or nothing."""
+    low = err.lower()
+    return next((f" ({hint})" for words, hint in VAULT_HINTS if any(w in low for w in words)), "")
+
+
 def unreadable_variables(inv: Inventory) -> Iterator[Problem]:
     for host, why in sorted(inv.unreadable.items()):
         for name, err in sorted(why.items()):
-            hint = (
-                " (give the vault password: --vault-id <id>@prompt or --ask-vault-pass)"
-                if "vault" in err.lower() or "decrypt" in err.lower()
-                else ""
-            )
-            yield Problem(host, name, f"cannot be read: {err}{hint}")
+            yield Problem(host, name, f"cannot be read: {err}{vault_hint(err)}")
 
 
 def group_membership(inv: Inventory) -> Iterator[Problem]:

@@ -37,12 +37,30 @@ def _exit_text(unit: dict[str, Any]) -> str:
         return f"killed by signal {status}"
     if code in ("3", "dumped") or unit.get("Result") == "core-dump":
         return f"dumped core (signal {status})"
-    return f"exit code {status}"
+    # No exit status recorded (a share read without it): say so, never an empty code.
+    return f"exit code {status or 'unknown'}"
 
 
 _LOST = ("unreachable", "missing")
-# A host's share that has not ended: training, queued (Slurm), or coming back after its host restarted.
-ACTIVE = ("running", "pending", "rejoining")
+# A host's share that has not ended: training, queued (Slurm), coming back after its host restarted, or unknown
+# while Slurm's controller does not answer (the job runs on without it: the watch keeps polling).
+ACTIVE = ("running", "pending", "rejoining", "unknown")
+
+
+def unknown_outcome(jobs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """`unknown` when some share could not be read because Slurm's controller did not answer (slurm_state's
+    `Unknown`: the tool's own words), naming those hosts; None when every share was read."""
+    hosts = sorted(h for h, j in jobs.items() if j.get("state") == "unknown")
+    if not hosts:
+        return None
+    said = sorted({(jobs[h].get("unit") or {}).get("Unknown") or "controller unreachable" for h in hosts})
+    return {
+        "outcome": "unknown",
+        "message": f"{'; '.join(said)}: the job's state on {', '.join(hosts)} is unknown until Slurm answers again "
+        "(a controller outage does not stop a running job)",
+        "first_failed": None,
+        "lost": [],
+    }
 
 
 def _losses(
@@ -109,7 +127,9 @@ def job_outcome(
     (earliest exit), not the survivors that failed after it. Each job entry: `state` (running, completed,
     failed, stopped, unreachable, missing), `unit` (systemctl show properties), `ended` (epoch) and `why`.
     With `min_nodes` below the node count (`nodes`, in rank order), hosts lost for good do not fail a job that
-    can go on without them: the survivors decide it, and `lost` lists each lost host, when and why."""
+    can go on without them: the survivors decide it, and `lost` lists each lost host, when and why. A share whose
+    state Slurm's controller could not tell (`unknown`) makes the outcome `unknown`, never failed or finished,
+    unless another host failed for a reason of its own."""
     nodes = list(nodes or jobs)
     stop_at = float(stop_at) if stop_at else None
     # train_stop.yml names the hosts it stopped (a subset with train_hosts); None: every host.
@@ -190,6 +210,9 @@ def job_outcome(
         return {"outcome": "completed", "message": "ok", "first_failed": None, "lost": []}
     if deadline_passed:
         return {"outcome": "timeout", "message": "the deadline passed", "first_failed": None, "lost": []}
+    unknown = unknown_outcome(jobs)
+    if unknown:
+        return unknown
     if jobs and all(j.get("state") == "pending" for j in jobs.values()):
         unit = next(iter(jobs.values())).get("unit") or {}
         return {

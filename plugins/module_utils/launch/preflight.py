@@ -123,8 +123,25 @@ def rdzv_host_problems(rdzv_host: str, inventory_hosts: list[str], scheduler: st
     return out
 
 
+def payload_refusal(result: dict[str, Any], what: str = "payload/config.py") -> str:
+    """Why the payload's own check refused (a registered command: rc, stdout, stderr), in its own words first: its
+    `error:` lines (payload/config.py's usage_error, an argparse `prog: error:`), else the last line of stderr (a
+    traceback's exception), else of stdout; then the exit status. "" when it passed."""
+    rc = result.get("rc")
+    if rc == 0:
+        return ""
+    err = [line.strip() for line in str(result.get("stderr") or "").splitlines() if line.strip()]
+    said = [line.split("error:", 1)[1].strip() for line in err if line.startswith("error:") or ": error:" in line]
+    if not said:
+        out = [line.strip() for line in str(result.get("stdout") or "").splitlines() if line.strip()]
+        said = (err or out or [str(result.get("msg") or "no output")])[-1:]
+    status = f"exit code {rc}" if rc is not None else "did not run"
+    return f"{'; '.join(said)} ({what} refused the payload config, {status})"
+
+
 # Filter name -> rule (plugins/filter/train_launch.py exposes them as rdma_llm.cluster.<name>).
 FILTERS = {
+    "train_launch_payload_refusal": payload_refusal,
     "train_launch_preflight_problems": preflight_problems,
     "train_launch_peer_args": peer_args,
     "train_launch_preflight_nodes": preflight_nodes,

@@ -15,6 +15,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_stat
     ACTIVE,
     QUEUE_FORMAT,
     WAITING,
+    controller_error,
     parse_job,
     parse_queue,
     sbatch_job_id,
@@ -32,10 +33,21 @@ def submit(run: Runner, script: str) -> dict[str, Any]:
     return {"job_id": sbatch_job_id(out), "stdout": out.strip()}
 
 
+def _answer(rc: int, out: str, err: str, what: str) -> None:
+    """Raise when the controller gave no answer (controller_error): a job Slurm cannot be asked about is neither
+    gone nor stopped, and saying so would be a lie."""
+    failure = controller_error(rc, f"{err}\n{out}", what.split()[0])
+    if failure:
+        raise RuleError(f"{what}: {failure}")
+
+
 def show_job(run: Runner, job_id: str) -> dict[str, str]:
-    """Slurm's record of the job ({} once it is gone)."""
-    _, out, _ = run(["scontrol", "show", "job", str(job_id), "--oneliner"])
-    return parse_job(out)
+    """Slurm's record of the job ({} once it is gone); RuleError when the controller does not answer."""
+    rc, out, err = run(["scontrol", "show", "job", str(job_id), "--oneliner"])
+    job = parse_job(out)
+    if not job:
+        _answer(rc, out, err, f"scontrol show job {job_id}")
+    return job
 
 
 def cancel(
@@ -116,13 +128,15 @@ def record(run: Runner, job_id: str, logs: str, wait: float = 10, sleep: Callabl
 
 def queue(run: Runner, name: str) -> list[dict[str, str]]:
     """The jobs named `name` that Slurm still holds (pending, running)."""
-    _, out, _ = run(["squeue", "--noheader", f"--name={name}", f"--format={QUEUE_FORMAT}"])
+    rc, out, err = run(["squeue", "--noheader", f"--name={name}", f"--format={QUEUE_FORMAT}"])
+    _answer(rc, out, err, f"squeue --name={name}")
     return parse_queue(out)
 
 
 def nodes(run: Runner) -> str:
     """`scontrol show nodes --oneliner` (every node: node_map finds the launch's)."""
     rc, out, err = run(["scontrol", "show", "nodes", "--oneliner"])
+    _answer(rc, out, err, "scontrol show nodes")
     if rc != 0:
         raise RuleError(f"scontrol show nodes failed: {(err or out).strip()[-300:]}")
     return out

@@ -29,6 +29,36 @@ SLURM_CAUSES = {
 HELD = ("launch_failed_requeued_held", "JobHeldAdmin", "JobHeldUser", "BadConstraints", "PartitionDown",
         "PartitionInactive", "ReqNodeNotAvail", "InvalidAccount", "InvalidQOS")  # fmt: skip
 
+# What Slurm's client tools print when slurmctld does not answer (`<call> error: <slurm_strerror>`, e.g.
+# `slurm_load_jobs error: Unable to contact slurm controller (connect failure)`): the messages of slurm_errno.c
+# (SchedMD slurm, src/common/slurm_errno.c) for the controller connection and its socket. The job's state is then
+# unknown, never failed: the job runs on without its controller.
+UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out on send/recv operation",
+               "Zero Bytes were transmitted or received", "Communication connection failure",
+               "Connection timed out", "Rate limit exceeded", "Slurm backup controller in standby mode")  # fmt: skip
+# A job Slurm no longer holds (ESLURM_INVALID_JOB_ID): an answer, not a failure to get one.
+FORGOTTEN = "Invalid job id specified"
+# Seconds a poll gives `scontrol show job` (coreutils timeout: exit 124) before the controller counts as silent;
+# Slurm's own retries take MessageTimeout (10 s by default) against a controller that refuses connections.
+SCONTROL_TIMEOUT = 30
+
+
+def controller_error(rc: int, output: str, tool: str = "scontrol") -> str:
+    """Why a Slurm client tool got no answer from the controller, in the tool's own words ("" when it got one:
+    rc 0, or `Invalid job id specified`): `controller unreachable (<its line>)` for a connection failure or a
+    timeout (rc 124: no answer within SCONTROL_TIMEOUT s), `<tool> failed (<its line>)` for any other refusal."""
+    if int(rc) == 0:
+        return ""
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    if any(FORGOTTEN in line for line in lines):
+        return ""
+    if int(rc) == 124:
+        return f"controller unreachable ({tool} had no answer within {SCONTROL_TIMEOUT} s)"
+    hit = next((line for line in lines if any(m in line for m in UNREACHABLE)), "")
+    if hit:
+        return f"controller unreachable ({hit})"
+    return f"{tool} failed ({lines[-1] if lines else f'exit code {rc}'})"
+
 
 # `scontrol show job/node --oneliner`: Key=Value fields; keys hold letters, digits, `_`, `:` and `/` (AllocNode:Sid,
 # CPUs/Task). A value runs to the next key (node lines have `OS=Linux 6.18 #1 SMP ...`), a node's Reason to the end.
@@ -114,8 +144,14 @@ def share_props(text: str) -> dict[str, str]:
     NodeList, BatchHost) and `Why`: the cause where Slurm ended or held the job."""
     _, _, rest = (text or "").partition("@@step\n")
     step_text, _, job_text = rest.partition("@@job\n")
+    job_text, _, failed = job_text.partition("@@scontrol rc=")
     step, job = parse_step(step_text), parse_job(job_text)
     props = {"Engine": "slurm"}
+    rc, _, said = failed.partition("\n")
+    # No record of the job, live or saved, because scontrol got no answer (poll_head): the share is unknown.
+    unknown = "" if job or not rc.strip().isdigit() else controller_error(int(rc), said)
+    if unknown:
+        props["Unknown"] = unknown
     for key in ("JobId", "JobName", "JobState", "Reason", "ExitCode", "Restarts", "NodeList", "BatchHost"):
         if key in job:
             props[key] = job[key]
@@ -155,9 +191,14 @@ def _why(job: Mapping[str, str], step: Mapping[str, Any]) -> str:
 
 
 def share_state(props: Mapping[str, str]) -> str:
-    """pending | running | completed | failed | stopped | missing: a node's share, from share_props (the states of
-    the systemd engine's unit_state, and `pending` while the job waits in the queue)."""
+    """pending | running | completed | failed | stopped | missing | unknown: a node's share, from share_props (the
+    states of the systemd engine's unit_state, `pending` while the job waits in the queue, `unknown` while Slurm's
+    controller cannot be reached and the node's step has not recorded a clean end)."""
     state, why = props.get("JobState", ""), props.get("Why", "")
+    if props.get("Unknown"):
+        # Slurm could not be asked: only the node's own record of a clean end is certain.
+        done = props.get("ExecMainStatus") == "0" and props.get("ExecMainCode") == "exited"
+        return "completed" if done else "unknown"
     if "ExecMainExitTimestamp" in props:
         if props.get("ExecMainStatus") == "0" and props.get("ExecMainCode") == "exited":
             return "completed"
@@ -182,13 +223,16 @@ def share_state(props: Mapping[str, str]) -> str:
 def poll_head(job_id: str, run_dir: str) -> str:
     """The first part of the watch's poll on a node (the rest, common to both engines, is poll.poll_tail):
     the node's step record and Slurm's record of the job (`scontrol show job`, read by every node: one RPC to
-    slurmctld per node and poll), else the copy collect saved (`logs/slurm-job-<id>.show`) once Slurm forgot it."""
+    slurmctld per node and poll), else the copy collect saved (`logs/slurm-job-<id>.show`) once Slurm forgot it,
+    else scontrol's exit status and words (`@@scontrol rc=<n>`: share_props tells a controller that did not answer
+    from a job Slurm forgot)."""
     jid = shlex.quote(str(job_id))
     saved = shlex.quote(f"{run_dir}/logs/slurm-job-{job_id}.show")
     return (
         f"echo @@step; cat {shlex.quote(f'{run_dir}/logs/step-{job_id}.state')} 2>/dev/null; echo @@job; "
-        f"j=$(scontrol show job {jid} --oneliner 2>/dev/null); "
-        f'case "$j" in JobId=*) printf \'%s\\n\' "$j";; *) cat {saved} 2>/dev/null;; esac; '
+        f"j=$(timeout {SCONTROL_TIMEOUT} scontrol show job {jid} --oneliner 2>&1); rc=$?; "
+        f'case "$j" in *JobId=*) printf \'%s\\n\' "$j";; '
+        f'*) if [ -s {saved} ]; then cat {saved}; else printf \'@@scontrol rc=%s\\n%s\\n\' "$rc" "$j"; fi;; esac; '
     )
 
 

@@ -13,16 +13,19 @@ tests/unit/plugins/module_utils/switch/test_plan.py.
 
 Managed blocks are the intent's top-level lines (global PFC watchdog, the class-maps and policy-maps
 it names, `system qos`, its interfaces) plus ports that carry the role's input policy but left the
-port list, and the per-speed queuing policies (`<queuing_policy>_<N>G`) no port uses any more,
-which are deleted after the ports left them. Inside class-maps, policy-maps and `system qos` the
-role owns every line; inside an interface only the lines it sets (`OWNED_INTERFACE_KEYS`), so
-`shutdown`, addresses, `switchport` and the like stay. Everything outside these blocks is never touched.
+port list (only those the intent releases, RELEASE_DIRECTIVE: any other stops the plan), and the
+per-speed queuing policies (`<queuing_policy>_<N>G`) no port uses any more, which are deleted
+after the ports left them. Inside class-maps, policy-maps and `system qos` the role owns every line;
+inside an interface only the lines it sets (`OWNED_INTERFACE_KEYS`), so `shutdown`, addresses, `switchport`
+and the like stay. Everything outside these blocks is never touched.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 
 # Lines that set one value: a new value replaces the old line, so the line is keyed by these words
 # (the longest matching prefix). Any other line is its own key (several `match dscp` lines coexist).
@@ -53,6 +56,10 @@ OWNED_INTERFACE_KEYS = (
 )
 # Lines that never count (comments, banners NX-OS prints before the config).
 _SKIP = re.compile(r"^(!|version |Building configuration|Current configuration)")
+# The intent's one comment the plan reads: the ports this run may take the role's policy off
+# (nxos_roce_qos_release_interfaces, rendered by the role's template). Any other port that carries the policy and
+# left the port lists stops the plan (`released`, `plan`): an emptied or mistyped list must not strip a live port.
+RELEASE_DIRECTIVE = "! nxos_roce_qos_release_interfaces:"
 
 
 class Node:
@@ -235,7 +242,19 @@ def _replace_class_maps(running: list[Node], intent: list[Node]) -> list[tuple[i
     return commands
 
 
+def released(intent_text: str) -> set[str]:
+    """The ports the intent releases: the names on its RELEASE_DIRECTIVE lines."""
+    return {
+        name
+        for line in str(intent_text).splitlines()
+        if line.strip().startswith(RELEASE_DIRECTIVE)
+        for name in line.strip()[len(RELEASE_DIRECTIVE) :].split()
+    }
+
+
 def plan(running_text: str, intent_text: str, marking_policy: str, queuing_policy: str | None = None) -> dict:
+    """The commands to the intent; RuleError, before any command, when a port that carries the role's policy would
+    lose it without the intent releasing it (RELEASE_DIRECTIVE)."""
     original = {key(n.line): n for n in parse(running_text)}
     running = parse(running_text)
     intent = parse(intent_text)
@@ -267,14 +286,25 @@ def plan(running_text: str, intent_text: str, marking_policy: str, queuing_polic
         after.children = [c for c in sub_after if _owned(want.line, c.line, wanted_keys)]
         after_nodes.append(after)
     # Ports that carry the role's input policy but are no longer in the intent: take the role's
-    # lines off (the port MTU stays: the role cannot know what it was before).
+    # lines off (the port MTU stays: the role cannot know what it was before), only those the intent releases.
+    marker = f"service-policy type qos input {marking_policy}"
     wanted_ports = {n.line for n in intent if n.line.startswith("interface ")}
-    for have in running:
-        if not have.line.startswith("interface ") or have.line in wanted_ports:
-            continue
-        marker = f"service-policy type qos input {marking_policy}"
-        if not any(c.line == marker for c in have.children):
-            continue
+    leaving = [
+        have
+        for have in running
+        if have.line.startswith("interface ")
+        and have.line not in wanted_ports
+        and any(c.line == marker for c in have.children)
+    ]
+    kept = [have.line.split(None, 1)[1] for have in leaving if have.line.split(None, 1)[1] not in released(intent_text)]
+    if kept:
+        raise RuleError(
+            f"the plan would take the role's policy ({marker}, PFC, the no-drop class) off {', '.join(kept)}, which "
+            "carry it now and are in neither nxos_roce_qos_host_interfaces nor nxos_roce_qos_uplink_interfaces: list "
+            "them there, or name them in nxos_roce_qos_release_interfaces if they are meant to lose it; nothing was "
+            "sent to the switch"
+        )
+    for have in leaving:
         removed = [
             c
             for c in have.children

@@ -68,7 +68,7 @@ CABLE_MAX_M = 100000
 PAUSE_BUFFER_MAX = 16 * 1024 * 1024
 PAUSE_BUFFER_KEYS = ("buffer_size", "pause_threshold", "resume_threshold")
 # Variables whose legitimate value is null: absent means null (the inventory contract drops None values).
-NULLABLE = ("nxos_roce_qos_default_qos_group", "nxos_roce_qos_pfc_pause_buffer")
+NULLABLE = ("nxos_roce_qos_default_qos_group", "nxos_roce_qos_pfc_pause_buffer", "nxos_roce_qos_release_interfaces")
 # Every other variable rendered into the config: the validator needs each of them.
 REQUIRED = (
     "nxos_roce_qos_profile",
@@ -403,16 +403,64 @@ def nxos_roce_qos_validate(values):
     interfaces = values["nxos_roce_qos_interfaces"]
     if not isinstance(interfaces, list):
         bad("nxos_roce_qos_interfaces", f"must be a list, got {type(interfaces).__name__}")
-        interfaces = []
+        interfaces = None
     seen = set()
-    for index, item in enumerate(interfaces):
+    for index, item in enumerate(interfaces or []):
         for msg in interface_problem(item, index, mtu, speeds):
             bad("nxos_roce_qos_interfaces", msg)
         name = item.get("name") if isinstance(item, dict) else None
         if name in seen:
             bad("nxos_roce_qos_interfaces", f"{name} is listed twice")
         seen.add(name)
+    for msg in release_problems(values.get("nxos_roce_qos_release_interfaces"), interfaces, seen):
+        bad(*msg)
     return problems
+
+
+RELEASE_HINT = (
+    "list the switch's RoCE ports in nxos_roce_qos_host_interfaces / nxos_roce_qos_uplink_interfaces (its "
+    "host_vars), or name the ports meant to lose the policy in nxos_roce_qos_release_interfaces"
+)
+
+
+def release_problems(release, interfaces, listed):
+    """(var, msg) problems of nxos_roce_qos_release_interfaces, the ports a run may take the role's policy off (the
+    plan refuses any other: switch/plan.py), and of a switch with no RoCE port at all: with both lists empty the run
+    would strip the policy from every port that has it, which an inventory says only by naming those ports."""
+    if release in (None, ""):
+        release = []
+    if not isinstance(release, list):
+        return [("nxos_roce_qos_release_interfaces", f"must be a list of interface names, got {release!r}")]
+    out = []
+    if interfaces == [] and not release:
+        out.append(
+            (
+                "nxos_roce_qos_interfaces",
+                "is empty (nxos_roce_qos_host_interfaces and nxos_roce_qos_uplink_interfaces): the run would configure "
+                f"no RoCE port and take the role's policy off every port that has it; {RELEASE_HINT}",
+            )
+        )
+    seen = set()
+    for name in release:
+        if not isinstance(name, str) or not INTERFACE_RE.fullmatch(name):
+            out.append(
+                (
+                    "nxos_roce_qos_release_interfaces",
+                    f"must name interfaces as NX-OS prints them (Ethernet1/1 or Ethernet1/1/2), got {name!r}",
+                )
+            )
+        elif name in listed:
+            out.append(
+                (
+                    "nxos_roce_qos_release_interfaces",
+                    f"{name} is also a RoCE port (nxos_roce_qos_interfaces): a port is configured or released, "
+                    "not both",
+                )
+            )
+        elif name in seen:
+            out.append(("nxos_roce_qos_release_interfaces", f"{name} is listed twice"))
+        seen.add(name)
+    return out
 
 
 # Filter name -> rule (plugins/filter/ exposes them as rdma_llm.cluster.<name>). nxos_roce_qos_scheme hands the

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import stat
 import tempfile
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.edits import keep_if_edited, sha256
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import (
     STORE,
     Host,
@@ -47,14 +47,6 @@ def _stat(host: Host, path: str) -> os.stat_result | None:
         return None
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def record_path(host: Host, manifest: dict, path: str, kind: str, lines: list[str]) -> None:
     known = {e["path"] for e in manifest["paths"]}
     if path in known:
@@ -78,7 +70,7 @@ def record_path(host: Host, manifest: dict, path: str, kind: str, lines: list[st
         entry["kind"] = "tree" if kind == "tree" else "dir"
     elif stat.S_ISREG(st.st_mode):
         backup = f"files/{len(manifest['paths'])}"
-        entry.update(kind="file", backup=backup, sha256=_sha256(host.path(path)))
+        entry.update(kind="file", backup=backup, sha256=sha256(host.path(path)))
         if not host.check_mode:
             ensure_store(host)
             os.makedirs(os.path.join(concern_dir(host, manifest["concern"]), "files"), mode=0o700, exist_ok=True)
@@ -199,6 +191,8 @@ def _restore_path(host: Host, concern: str, entry: dict, out: Outcome) -> bool:
         before = _text(real) if stat.S_ISREG(st.st_mode) else None
         if before is not None:
             out.diff.append({"before": before, "after": "", "before_header": path, "after_header": f"{path} (absent)"})
+        if not keep_if_edited(host, entry, out):
+            return False
         return out.do(host, f"remove {path} (created by the project)", lambda: os.unlink(real))
     kind = entry["kind"]
     if kind == "file":
@@ -206,7 +200,7 @@ def _restore_path(host: Host, concern: str, entry: dict, out: Outcome) -> bool:
         same = (
             st is not None
             and stat.S_ISREG(st.st_mode)
-            and _sha256(real) == entry["sha256"]
+            and sha256(real) == entry["sha256"]
             and stat.S_IMODE(st.st_mode) == entry["mode"]
             and (st.st_uid, st.st_gid) == (entry["uid"], entry["gid"])
         )
@@ -220,6 +214,8 @@ def _restore_path(host: Host, concern: str, entry: dict, out: Outcome) -> bool:
             )
         if st is not None and stat.S_ISDIR(st.st_mode):
             out.errors.append(f"{path} was a file before the first run and is a directory now: not replaced")
+            return False
+        if not keep_if_edited(host, entry, out):
             return False
         return out.do(
             host,

@@ -1,16 +1,18 @@
 """The reset record's packages: what apt installed for a concern (names, dependencies included), and the groups and
 users those installs created. Reset removes them on request only, and never takes a package the project did not
-install along with them."""
+install along with them; with them go what they left in their data directories (data_dirs.py)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.accounts import (
     remove_package_groups,
     remove_package_users,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.data_dirs import DATA_DIRS, data_dirs
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import (
     CONCERN_RE,
     STORE,
@@ -65,7 +67,9 @@ def restore_packages(host: Host, concern: str, manifest: dict, remove: bool, out
     if not packages:
         return
     if remove:
-        if _remove_packages(host, concern, packages, out):
+        purged = _remove_packages(host, concern, packages, out)
+        if purged is not None:
+            _remove_data_dirs(host, purged, out)
             remove_package_users(host, manifest.get("package_users", []), out)
             remove_package_groups(host, manifest.get("package_groups", []), out)
     else:
@@ -76,15 +80,35 @@ def restore_packages(host: Host, concern: str, manifest: dict, remove: bool, out
             )
 
 
-def _remove_packages(host: Host, concern: str, names: list[str], out: Outcome) -> bool:
-    """Purge the packages still installed; False where they stay (an error says why)."""
+def _remove_data_dirs(host: Host, purged: list[str], out: Outcome) -> None:
+    """What the purged packages left in their data directories (data_dirs.py), unless a package still installed
+    uses them (in check mode the purge did not run: those it would purge count as gone)."""
+    table = sorted(DATA_DIRS)
+    installed = [p for p in installed_packages(host, table) if not (host.check_mode and p in purged)]
+    for path in data_dirs(purged, installed):
+        real = host.path(path)
+        if os.path.lexists(real):
+            owners = ", ".join(p for p in purged if path in DATA_DIRS.get(p, ()))
+            out.do(host, f"remove {path} (what {owners} left: purged)", lambda real=real: _remove(real))
+
+
+def _remove(real: str) -> None:
+    if os.path.isdir(real) and not os.path.islink(real):
+        shutil.rmtree(real)
+    else:
+        os.unlink(real)
+
+
+def _remove_packages(host: Host, concern: str, names: list[str], out: Outcome) -> list[str] | None:
+    """Purge the packages still installed; returns those purged (in check mode, those it would purge), None where
+    they stay (an error says why)."""
     todo = installed_packages(host, names)
     if not todo:
-        return True
+        return []
     rc, sim, err = host.sh(["apt-get", "--simulate", "--yes", "purge", *todo])
     if rc != 0:
         out.errors.append(f"apt-get --simulate purge {' '.join(todo)} failed (rc {rc}): {(err or sim).strip()}")
-        return False
+        return None
     extra = sorted(set(APT_SIMULATED.findall(sim)) - set(todo))
     owners = packages_of_other_concerns(host, concern) if extra else {}
     if extra and host.check_mode and all(p in owners for p in extra):
@@ -101,5 +125,6 @@ def _remove_packages(host: Host, concern: str, names: list[str], out: Outcome) -
             f"{' '.join(extra)}, which the project did not install"
             + (f" with them ({', '.join(installed_by)} did: reset it too, or first)" if installed_by else "")
         )
-        return False
-    return out.cmd(host, ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "--yes", "--quiet", "purge", *todo])
+        return None
+    purge = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "--yes", "--quiet", "purge", *todo]
+    return todo if out.cmd(host, purge) else None

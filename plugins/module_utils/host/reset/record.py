@@ -1,4 +1,5 @@
-"""Recording: what a concern asks to keep (`Spec`, the module's options), kept the first time only.
+"""Recording: what a concern asks to keep (`Spec`, the module's options), kept the first time only; and, after each
+write that changed a file, the checksum of what the project wrote there (`written`).
 
 Each part is read and kept by its own module (files.py, units.py, kernel.py, accounts.py, undo.py, packages.py);
 the record is saved in the store (store.py) unless in check mode.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.accounts import record_groups
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.edits import record_written
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.files import check_path, record_path
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.kernel import (
     record_links,
@@ -16,7 +18,13 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.kernel
     record_nft,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.packages import record_packages
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import Host, empty, load, save
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.store import (
+    Host,
+    ResetError,
+    empty,
+    load,
+    save,
+)
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.undo import record_undo
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.reset.units import record_units
 
@@ -60,5 +68,20 @@ def record(host: Host, concern: str, spec: Spec) -> dict:
             manifest["values"][key] = value
             lines.append(f"value {key}: {value!r}")
     if lines and not host.check_mode:
+        save(host, manifest)
+    return {"changed": bool(lines), "lines": lines}
+
+
+def written(host: Host, concern: str, paths: list[str]) -> dict:
+    """After a write that changed them: the sha256 of what the project wrote to `paths` (edits.py); returns {changed,
+    lines}. Check mode wrote nothing, so there is nothing to checksum."""
+    if host.check_mode:
+        return {"changed": False, "lines": []}
+    manifest = load(host, concern)
+    if manifest is None:
+        raise ResetError(f"{concern} has no record: the role records before it writes")
+    lines: list[str] = []
+    record_written(host, manifest, [check_path(p, "path") for p in paths], lines)
+    if lines:
         save(host, manifest)
     return {"changed": bool(lines), "lines": lines}

@@ -46,7 +46,17 @@ def restore(
     unless `keep` (or something failed: the record stays for the next try). Check mode plans and says it all."""
     manifest = load(host, concern)
     if manifest is None:
-        return {"changed": False, "recorded": False, "changes": [], "notes": [], "errors": [], "diff": [], "values": {}}
+        return {
+            "changed": False,
+            "recorded": False,
+            "changes": [],
+            "notes": [],
+            "errors": [],
+            "diff": [],
+            "values": {},
+            "kept": [],
+            "warnings": [],
+        }
     wanted = set(parts or PARTS)
     unknown = wanted - set(PARTS)
     if unknown:
@@ -94,6 +104,8 @@ def restore(
         "diff": out.diff,
         "values": manifest.get("values", {}),
         "packages": manifest.get("packages", []),
+        "kept": out.kept,
+        "warnings": out.warnings,
         "forgotten": forgotten,
     }
 

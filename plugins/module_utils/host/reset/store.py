@@ -16,6 +16,8 @@ host was before the project came. What a record holds (and the module that reads
   the last of their resets removes it.
 - `trees` (files.py): directories the concern fills entirely (the venv, the wheelhouse): removed with their content
   when the project created them; left alone (and said so) when they were there before.
+- `written` (edits.py), in a file's entry: the sha256 of what the project last wrote there; reset keeps a copy of a
+  file changed since (/var/lib/rdma-llm/kept/) and warns before it puts the file back or removes it.
 - `services` (units.py): systemd units' load, enablement and activity (a unit the project added is stopped and
   disabled before its file goes; one it stopped or disabled is enabled and started again).
 - `nft` (kernel.py): nftables tables (`inet rdma_qos`): absent before -> deleted; present -> put back as they were
@@ -44,6 +46,7 @@ import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 SCHEMA = "rdma-llm-cluster/reset/1"
@@ -60,11 +63,12 @@ class ResetError(Exception):
 @dataclass
 class Host:
     """Where the record is kept and how commands run: `root` prefixes every path (tests use a temporary tree),
-    `run` runs a command (the module's run_command)."""
+    `run` runs a command (the module's run_command), `clock` tells the UTC time (the name of a kept copy)."""
 
     root: str = "/"
     run: Runner | None = None
     check_mode: bool = False
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     def path(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -192,6 +196,9 @@ class Outcome:
     handed: dict[str, set[str]] = field(default_factory=dict)
     others: dict[str, dict] | None = None
     own: set[str] = field(default_factory=set)  # the concern's own paths (still there in check mode)
+    # Files changed since the project wrote them, {path, copy} (edits.py), and what the module warns of.
+    kept: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def do(self, host: Host, line: str, action: Callable[[], None] | None = None) -> bool:
         """Say the change, and make it unless in check mode; a failure is an error, not an exception."""

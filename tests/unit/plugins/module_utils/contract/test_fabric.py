@@ -17,6 +17,7 @@ from tests.unit.plugins.module_utils.contract.inventories import (
     good,
     iface,
     infiniband,
+    node,
     reports,
     setif,
     setv,
@@ -235,8 +236,41 @@ def test_rails_that_meet_by_position_pass() -> None:
     inv = good()
     rails({"n1": ["1", "2"], "n2": ["1", "2"]})(inv)
     assert [str(p) for p in check(inv)] == []
-    rails({"n1": ["3"]})(inv)  # a rail only one node has: the ladder reports it (rail_gaps), the contract allows it
-    assert [str(p) for p in check(inv)] == []
+
+
+SAME_RAILS = "every node needs the same rails, in the same order (NCCL's rail-aligned rings and the pair tests meet rail i with rail i)"
+
+
+def third_node(inv: Inventory) -> None:
+    inv.groups["rdma_nodes"].append("n3")
+    inv.hostvars["n3"] = node("192.168.250.203/24", "192.168.48.177", 2, hostname="n3")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(
+            rails({"n1": ["1"]}),
+            [f"n1: cluster_fabric_interfaces[ens224] is rail 2, which n2 lacks: {SAME_RAILS}"],
+            id="a-rail-on-one-of-two-nodes",
+        ),
+        pytest.param(
+            both(third_node, rails({"n1": ["1"], "n2": ["1"]})),
+            [
+                f"n3: cluster_fabric_interfaces lacks rail 2 (n1 cluster_fabric_interfaces[ens224], n2 cluster_fabric_interfaces[ens224]): {SAME_RAILS}"
+            ],
+            id="a-node-without-a-rail-the-others-have",
+        ),
+        pytest.param(
+            both(third_node, rails({"n1": ["1", "2"], "n2": ["1"], "n3": ["1"]})),
+            [f"n1: cluster_fabric_interfaces[ens256] is rail 3, which n2, n3 lack: {SAME_RAILS}"],
+            id="a-third-rail-on-one-of-three-nodes",
+        ),
+    ],
+)
+def test_a_rail_some_nodes_lack_is_refused(change, expected) -> None:
+    """A rail one node has alone (or lacks alone): NCCL's rings and the ladder would meet it with nothing."""
+    assert reports(change) == expected
 
 
 def test_rails_listed_in_another_order_on_one_node_are_refused() -> None:

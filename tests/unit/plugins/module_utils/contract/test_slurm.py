@@ -119,6 +119,24 @@ SLURM_BAD: list[tuple[str, Change, list[str]]] = [
         ],
     ),
     (
+        # The vault file was read with the password given, but defines no such name: the hint would mislead.
+        "slurm-munge-key-undefined-in-the-vault",
+        slurm(
+            lambda inv: inv.unreadable.update(
+                {h: {"slurm_munge_key": "'vault_slurm_munge_key' is undefined"} for h in ("n1", "n2")}
+            )
+        ),
+        [
+            "n1: slurm_munge_key cannot be read: 'vault_slurm_munge_key' is undefined",
+            "n2: slurm_munge_key cannot be read: 'vault_slurm_munge_key' is undefined",
+        ],
+    ),
+    (
+        "slurm-reset-packages-not-a-bool",
+        slurm(on_nodes("slurm_reset_packages", "ture")),
+        ["all: slurm_reset_packages must be true or false (got 'ture')"],
+    ),
+    (
         "slurm-partition-unknown-group",
         slurm(on_nodes("slurm_partitions", {"train": "rdma_nodes", "gpu": "gpu_nodes"})),
         ["all: slurm_partitions[gpu] names group 'gpu_nodes', which has no hosts in the inventory (a misspelt group?)"],

@@ -105,6 +105,37 @@ BAD: list[tuple[str, Change, list[str]]] = [
             "sw: ansible_password cannot be read: Attempting to decrypt but no vault secrets found. (give the vault password: --vault-id <id>@prompt or --ask-vault-pass)"
         ],
     ),
+    (
+        "switch-vault-other-password",
+        lambda inv: inv.unreadable.__setitem__(
+            "sw", {"variables": "Decryption failed (no vault secrets were found that could decrypt)."}
+        ),
+        [
+            "sw: variables cannot be read: Decryption failed (no vault secrets were found that could decrypt). (give the vault password that encrypted it, the one given does not decrypt it: --vault-id <id>@prompt or --ask-vault-pass)"
+        ],
+    ),
+    (
+        # Both port lists empty (a host_vars file not read, a misspelt key): the switch would lose the policy on every
+        # port that has it. Refused before any change unless the inventory names the ports meant to lose it.
+        "switch-without-ports",
+        setv("sw", "nxos_roce_qos_interfaces", []),
+        [
+            "sw: nxos_roce_qos_interfaces is empty (nxos_roce_qos_host_interfaces and nxos_roce_qos_uplink_interfaces): the run would configure no RoCE port and take the role's policy off every port that has it; list the switch's RoCE ports in nxos_roce_qos_host_interfaces / nxos_roce_qos_uplink_interfaces (its host_vars), or name the ports meant to lose the policy in nxos_roce_qos_release_interfaces"
+        ],
+    ),
+    (
+        "switch-releases-a-roce-port",
+        setv("sw", "nxos_roce_qos_release_interfaces", ["Ethernet1/1/1"]),
+        [
+            "sw: nxos_roce_qos_release_interfaces Ethernet1/1/1 is also a RoCE port (nxos_roce_qos_interfaces): a port is configured or released, not both"
+        ],
+    ),
+    (
+        # The vault was decrypted (its password given) but lacks the name: no hint to give the password.
+        "switch-vault-lacks-the-variable",
+        lambda inv: inv.unreadable.__setitem__("sw", {"ansible_password": "'vault_nexus_password' is undefined"}),
+        ["sw: ansible_password cannot be read: 'vault_nexus_password' is undefined"],
+    ),
 ]
 
 

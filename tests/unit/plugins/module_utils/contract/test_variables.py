@@ -8,7 +8,11 @@ exactly the listed errors, each naming host and variable.
 from __future__ import annotations
 
 import pytest
+import yaml
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.slurm import SLURM_ROWS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import VARIABLES
 
+from tests.conftest import ROOT
 from tests.unit.plugins.module_utils.contract.inventories import Change, cases, on_all, reports, setv
 
 pytestmark = pytest.mark.lint
@@ -178,9 +182,51 @@ BAD: list[tuple[str, Change, list[str]]] = [
         setv("n1", "rdma_stack_reset_packages", "sometimes"),
         ["n1: rdma_stack_reset_packages must be true or false (got 'sometimes')"],
     ),
+    (
+        # `-e train_launch_detach=ture` reaches every host: refused (as `| bool` would read it as false).
+        "launch-detach-typo-from-extra-vars",
+        on_all("train_launch_detach", "ture"),
+        ["all: train_launch_detach must be true or false (got 'ture')"],
+    ),
+    (
+        "validate-keep-going-typo",
+        setv("n2", "cluster_validate_keep_going", "yse"),
+        ["n2: cluster_validate_keep_going must be true or false (got 'yse')"],
+    ),
+    (
+        "launch-root-relative",
+        setv("n1", "train_launch_root", "runs"),
+        ["n1: train_launch_root must be an absolute path (got 'runs')"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("change", "expected"), cases(BAD))
 def test_bad_inventory_names_host_and_variable(change, expected) -> None:
     assert reports(change) == expected
+
+
+def boolean_defaults() -> dict[str, str]:
+    """Every role default whose value is a YAML boolean: {variable: role}."""
+    found = {}
+    for path in sorted((ROOT / "roles").glob("*/defaults/main.yml")):
+        for name, value in (yaml.safe_load(path.read_text()) or {}).items():
+            if isinstance(value, bool):
+                found[name] = path.parts[-3]
+    return found
+
+
+def test_every_boolean_default_has_a_boolean_row() -> None:
+    """A role's flag is read with `| bool`, which takes a mistyped word for false: each one must have a row (VARIABLES
+    or the Slurm rows) that refuses `ture` and takes true and false, so the next flag a role adds cannot escape."""
+    found = boolean_defaults()
+    assert len(found) > 30, found  # the sweep reads the roles (a wrong path would find none)
+    rows = {v.name: v.check for v in VARIABLES + SLURM_ROWS}
+    missing = sorted(f"{role}: {name}" for name, role in found.items() if name not in rows)
+    assert missing == [], "add a Var(name, <group>, boolean()) row in contract/variables.py"
+    loose = sorted(
+        name
+        for name in found
+        if rows[name]("ture") is None or rows[name](True) or rows[name](False) or rows[name]("no")
+    )
+    assert loose == [], "these rows do not check a boolean"

@@ -248,3 +248,37 @@ def test_preflight_nodes_feed_preflight_problems() -> None:
 def test_rdzv_host_problems(rdzv_host, scheduler, problems) -> None:
     got = C.rdzv_host_problems(rdzv_host, ["n1", "n2", "head"], scheduler)
     assert len(got) == len(problems) and all(g.startswith(p) for g, p in zip(got, problems, strict=True)), got
+
+
+def resolve(stdin: str, *argv: str) -> dict:
+    """payload/config.py resolve as the role's assert runs it, its result as the command module registers it."""
+    cmd = [sys.executable, str(ROOT / "payload" / "config.py"), *(argv or ("resolve", "--source=train_launch_payload"))]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60, check=False)
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "msg": "non-zero return code"}
+
+
+@pytest.mark.parametrize(
+    ("stdin", "argv", "said"),
+    [
+        ('{"lr": "x"}', (), "train_launch_payload: lr='x': expected a number"),
+        ("not json", (), "train_launch_payload: stdin is not valid JSON: "),
+        # Its usage follows the error line: the error line leads all the same.
+        ("{}", ("nosuch",), "expected the command resolve"),
+    ],
+)
+def test_a_payload_config_refusal_leads_with_the_payloads_own_words(stdin, argv, said) -> None:
+    got = C.payload_refusal(resolve(stdin, *argv))
+    assert got.startswith(said) and got.endswith("(payload/config.py refused the payload config, exit code 2)"), got
+    assert "non-zero return code" not in got and "usage:" not in got
+
+
+def test_a_payload_check_that_crashed_gives_its_last_words_and_one_that_passed_none() -> None:
+    crashed = {
+        "rc": 1,
+        "stdout": '{"partial": \n',
+        "stderr": "Traceback (most recent call last):\n  ...\nKeyError: 'engine'\n",
+    }
+    assert (
+        C.payload_refusal(crashed) == "KeyError: 'engine' (payload/config.py refused the payload config, exit code 1)"
+    )
+    assert C.payload_refusal(resolve('{"data": "/srv/corpus"}')) == ""

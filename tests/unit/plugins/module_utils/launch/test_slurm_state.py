@@ -1,6 +1,6 @@
 """What Slurm says of a launch's job and each node's share of it (plugins/module_utils/launch/slurm_state.py), on
 recorded Slurm outputs: the records parsed, a share read as the systemd engine's unit properties, the watch's
-poll of a Slurm share run by sh, and the outcome of a Slurm job.
+poll of a Slurm share run by sh, the outcome of a Slurm job, and all of it while slurmctld cannot be reached.
 
 Recorded samples and where they come from: tests/fixtures/slurm/README.md.
 """
@@ -8,6 +8,7 @@ Recorded samples and where they come from: tests/fixtures/slurm/README.md.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import outcome as O
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import poll as P
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import slurm_job as J
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import slurm_state as Q
 
 from tests.unit.plugins.module_utils.launch.slurm_samples import FIXTURES, fixture
@@ -197,3 +199,159 @@ def test_a_slurm_cause_is_the_message() -> None:
     props = share("scontrol_show_job_timeout.txt", START + "end=1764162692.0\nrc=143\nsignal=TERM\n")
     jobs = {"n1": {"state": "failed", "unit": props, "ended": 1764162692.0, "why": props["Why"]}}
     assert "Slurm job 8 reached its time limit (TIMEOUT)" in O.job_outcome(jobs, False, ["n1"])["message"]
+
+
+# ------------------------------------------------------------------------------------------- slurmctld down
+# A Slurm job while slurmctld cannot be reached (issue #46, item 5): every node's share reads as `unknown`, the
+# outcome as `unknown: controller unreachable (<the tool's own words>)`, never failed or finished, and the submit
+# host's commands (cancel, queue, nodes) refuse to guess.
+#
+# The tool outputs are Slurm's own strings, printed as `<call> error: <slurm_strerror(errno)>` by slurm_perror():
+# - CONNECT: SchedMD slurm src/common/slurm_errno.c, SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR "Unable to contact
+#   slurm controller (connect failure)", behind scontrol's and squeue's `slurm_perror("slurm_load_jobs error")`
+#   (src/scontrol/info_job.c, src/squeue/squeue.c); printed so by squeue while the controller was down in
+#   fls-bioinformatics-core/genomics PR #245 and ArjunaCluster/ArjunaUsers issue #92.
+# - NODES: the same errno behind scontrol show nodes' `slurm_perror("slurm_load_node error")`
+#   (src/scontrol/info_node.c).
+# - TIMEOUT: slurm_errno.c SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT "Socket timed out on send/recv operation" (a controller
+#   that accepts but does not answer; seen with squeue in mlr-org/batchtools issue #201).
+# - AUTH: slurm_errno.c SLURM_PROTOCOL_AUTHENTICATION_ERROR "Protocol authentication error" (MUNGE down: the
+#   controller is up but the answer cannot be read).
+# - Invalid job id: the recorded tests/fixtures/slurm/scontrol_show_job_invalid.txt (a forgotten job, an answer).
+
+CONNECT = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+NODES = "slurm_load_node error: Unable to contact slurm controller (connect failure)"
+TIMEOUT = "slurm_load_jobs error: Socket timed out on send/recv operation"
+AUTH = "slurm_load_jobs error: Protocol authentication error"
+INVALID = fixture("scontrol_show_job_invalid.txt").strip()
+DOWN = f"controller unreachable ({CONNECT})"
+
+
+def share_down(step: str = "", rc: int = 1, said: str = CONNECT) -> dict[str, str]:
+    """A node's share as poll_head prints it when scontrol got no record: its exit status and its words."""
+    return Q.share_props(f"@@step\n{step}@@job\n@@scontrol rc={rc}\n{said}\n")
+
+
+@pytest.mark.parametrize(
+    ("rc", "said", "why"),
+    [
+        (1, CONNECT, DOWN),
+        (1, f"{NODES}\n", f"controller unreachable ({NODES})"),
+        (1, TIMEOUT, f"controller unreachable ({TIMEOUT})"),
+        (124, "", f"controller unreachable (scontrol had no answer within {Q.SCONTROL_TIMEOUT} s)"),
+        (1, AUTH, f"scontrol failed ({AUTH})"),
+        (127, "sh: 1: scontrol: not found", "scontrol failed (sh: 1: scontrol: not found)"),
+        (1, INVALID, ""),  # Slurm answered: it no longer holds the job
+        (0, fixture("scontrol_show_job_running.txt"), ""),
+    ],
+)
+def test_controller_error_keeps_the_tools_own_words(rc, said, why) -> None:
+    assert Q.controller_error(rc, said) == why
+
+
+@pytest.mark.parametrize(
+    ("step", "state"),
+    [
+        ("", "unknown"),  # queued or not started here: Slurm alone could say
+        (START, "unknown"),  # training: the issue's case, which read `failed` with an empty exit code
+        (START + "end=1764162544.0\nrc=1\nsignal=\n", "unknown"),  # failed, cancelled or timed out: Slurm's to say
+        (START + "end=1764162459.0\nrc=143\nsignal=TERM\n", "unknown"),
+        (START + "end=1764162480.1\nrc=0\nsignal=\n", "completed"),  # the node's own record of a clean end
+    ],
+)
+def test_a_share_slurm_cannot_be_asked_about_is_unknown_not_failed(step, state) -> None:
+    props = share_down(step)
+    assert props["Unknown"] == DOWN
+    assert Q.share_state(props) == state and P.unit_state(props) == state
+
+
+def test_a_forgotten_job_is_still_missing_not_unknown() -> None:
+    props = share_down("", 1, INVALID)
+    assert "Unknown" not in props and Q.share_state(props) == "missing"
+
+
+def poll(tmp_path: Path, scontrol: str) -> dict[str, str]:
+    """poll_script's Slurm head run by sh with a stand-in scontrol (`scontrol` is its shell body)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "logs" / "step-3.state").exists():
+        (run_dir / "logs" / "step-3.state").write_text(START)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\n{scontrol}\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    script = P.poll_script("train-run1", str(run_dir), "lo", "L1", "slurm", "3")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, check=True).stdout
+    return P.parse_poll(out)[0]
+
+
+def test_the_poll_of_a_share_while_slurmctld_is_down(tmp_path: Path) -> None:
+    props = poll(tmp_path, f"echo {shlex.quote(CONNECT)} >&2; exit 1")
+    assert P.unit_state(props) == "unknown" and props["Unknown"] == DOWN
+    # scontrol's own time limit passed (coreutils timeout exits 124, as a stand-in that exits so).
+    props = poll(tmp_path, "exit 124")
+    assert P.unit_state(props) == "unknown" and "no answer within" in props["Unknown"]
+    # Slurm forgot the job: the record collect saved beside the logs answers, the outage does not matter.
+    (tmp_path / "run" / "logs" / "slurm-job-3.show").write_text(fixture("scontrol_show_job_completed.txt"))
+    with (tmp_path / "run" / "logs" / "step-3.state").open("a") as f:
+        f.write("end=1764162480.1\nrc=0\nsignal=\n")
+    props = poll(tmp_path, f"echo {shlex.quote(CONNECT)} >&2; exit 1")
+    assert "Unknown" not in props and P.unit_state(props) == "completed"
+
+
+def unknown_job() -> dict:
+    return {"state": "unknown", "unit": share_down(START), "why": ""}
+
+
+def test_the_outcome_of_a_running_job_while_slurmctld_is_down_is_unknown() -> None:
+    jobs = {"lab-node1": unknown_job(), "lab-node2": unknown_job()}
+    got = O.job_outcome(jobs, False, ["lab-node1", "lab-node2"])
+    assert got["outcome"] == "unknown" and got["first_failed"] is None
+    assert got["message"].startswith(f"{DOWN}: the job's state on lab-node1, lab-node2 is unknown"), got
+    # A completed node beside an unknown one: still unknown.
+    done = {"state": "completed", "unit": share_down(START + "end=1.0\nrc=0\nsignal=\n")}
+    assert O.job_outcome({"lab-node1": done, "lab-node2": unknown_job()})["outcome"] == "unknown"
+    # A host lost for a reason of its own still fails the job.
+    lost = {"state": "unreachable", "unit": {}, "why": "unreachable for 45 s", "ended": 5.0}
+    assert O.job_outcome({"lab-node1": lost, "lab-node2": unknown_job()})["outcome"] == "failed"
+    # The launch's own deadline stays the launch's: it passed.
+    assert O.job_outcome(jobs, True)["outcome"] == "timeout"
+
+
+def test_an_unknown_share_has_not_ended() -> None:
+    """With min_nodes, a node lost for good beside one Slurm cannot tell about: the job may go on (unknown), it is
+    not a failed unit that blocks going on without the lost one."""
+    lost = {"state": "missing", "unit": {}, "why": "gone", "ended": 5.0}
+    got = O.job_outcome({"lab-node1": unknown_job(), "lab-node2": lost}, False, ["lab-node1", "lab-node2"], 1)
+    assert got["outcome"] == "unknown" and got["message"].endswith("after losing lab-node2 (gone)"), got
+
+
+def test_a_failed_share_without_an_exit_status_says_unknown_not_an_empty_code() -> None:
+    jobs = {"n1": {"state": "failed", "unit": {"Engine": "slurm"}, "ended": 1.0}}
+    msg = O.job_outcome(jobs, False, ["n1"])["message"]
+    assert msg == "job failed on n1: torchrun exit code unknown", msg
+
+
+class DownSlurm:
+    """The submit host's Slurm tools while slurmctld is down: each prints its error and exits 1."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
+        self.calls.append(" ".join(argv))
+        return 1, "", (NODES if argv[:3] == ["scontrol", "show", "nodes"] else CONNECT) + "\n"
+
+
+def test_the_submit_hosts_commands_refuse_to_guess_while_slurmctld_is_down() -> None:
+    run = DownSlurm()
+    with pytest.raises(RuleError, match="^" + re.escape(f"scontrol show job 3: {DOWN}") + "$"):
+        J.cancel(run, "3", grace=1, sleep=lambda s: None)
+    assert not [c for c in run.calls if c.startswith("scancel")]  # neither "gone" nor cancelled
+    with pytest.raises(RuleError, match=r"squeue --name=train-r1: controller unreachable"):
+        J.queue(run, "train-r1")
+    with pytest.raises(RuleError, match=r"scontrol show nodes: controller unreachable \(slurm_load_node error"):
+        J.nodes(run)
+    # A job Slurm forgot is an answer: gone, as before.
+    assert J.cancel(lambda argv: (1, "", INVALID + "\n"), "3", grace=1, sleep=lambda s: None)["state"] == "gone"

@@ -12,6 +12,7 @@ import os
 import re
 
 import pytest
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch import plan as engine
 
 from lab.nxos_emu.device import Device, DeviceInfo
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.switch
 
 DEFAULT_INTENT = (FIXTURES / "golden-default.cfg").read_text()
 FIELD_INTENT = (FIXTURES / "golden-example.cfg").read_text()
+# The stale start's Ethernet1/3 carries the role's policy and left the port lists: the intent releases it, as the role
+# renders nxos_roce_qos_release_interfaces: [Ethernet1/3].
+RELEASE_STALE = f"{engine.RELEASE_DIRECTIVE} Ethernet1/3\n"
 
 
 def _golden(name: str, text: str) -> None:
@@ -57,9 +61,13 @@ STARTS = {
 }
 
 
+def intent_for(start: str | None) -> str:
+    return DEFAULT_INTENT + (RELEASE_STALE if start == STARTS["stale"] else "")
+
+
 @pytest.mark.parametrize("start", STARTS.values(), ids=STARTS.keys())
 def test_every_start_converges_to_the_golden_blocks(start):
-    dev, commands = converge(start, DEFAULT_INTENT, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    dev, commands = converge(start, intent_for(start), "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
     again = engine.plan(dev.body_text(dev.running), DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
     assert again["commands"] == [], "a second plan after the push is empty"
     assert again["before"] == again["after"]
@@ -69,7 +77,7 @@ def test_every_start_converges_to_the_golden_blocks(start):
 
 
 def test_stale_lines_are_removed_and_foreign_lines_kept():
-    dev, commands = converge(STARTS["stale"], DEFAULT_INTENT, "ROCE_QOS_MARKING")
+    dev, commands = converge(STARTS["stale"], DEFAULT_INTENT + RELEASE_STALE, "ROCE_QOS_MARKING")
     # Each stale line inside a managed block goes with its `no` form.
     for line in (
         "no match dscp 24",
@@ -316,7 +324,7 @@ def reset_from(start: str | None, intent: str, marking: str, queuing: str | None
 def test_reset_takes_every_start_back_to_the_config_before_the_first_apply(start):
     """The role's first apply from each start, then its reset: the switch is the start again, line for line where the
     role only added blocks (factory, the role's older outputs), block for block where it also deleted some."""
-    before, after, _ = reset_from(STARTS[start], DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    before, after, _ = reset_from(STARTS[start], intent_for(STARTS[start]), "ROCE_QOS_MARKING", "ROCE_QUEUING")
     if start in ("factory", "role-v1", "role-v2"):
         assert after == before
     assert normalized(after) == normalized(before)
@@ -361,7 +369,7 @@ def test_reset_without_a_kept_config_removes_every_managed_block():
     # All but `feature lldp`: without the kept config nothing shows it was off, and other config may use it.
     assert after == before.replace("hostname leaf1\n", "hostname leaf1\nfeature lldp\n", 1) != before
     stale = STARTS["stale"]
-    _, after, _ = reset_from(stale, DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING", baseline=False)
+    _, after, _ = reset_from(stale, DEFAULT_INTENT + RELEASE_STALE, "ROCE_QOS_MARKING", "ROCE_QUEUING", baseline=False)
     assert "class-map type qos match-any ROCE" not in after and "feature lldp" in after
     assert "interface Ethernet1/1\n  description rack A node 1\n  shutdown\n" in after, "user lines stay"
 
@@ -411,3 +419,65 @@ def test_every_class_edit_keeps_the_old_or_the_new_dscps_classified_after_every_
     for port in ("Ethernet1/1", "Ethernet1/2"):
         assert {d for d in olds | news if classified(dev, port, d) == group} == news
     assert engine.plan(dev.body_text(dev.running), intent, "ROCE_QOS_MARKING")["commands"] == []
+
+
+# ----------------------------------------------------------------------------------------- ports that lose the policy
+def _without_ports(intent: str) -> str:
+    """The intent with no port (both port lists empty): its blocks up to the first interface."""
+    return intent.split("\ninterface ", 1)[0] + "\n"
+
+
+def _refusal(ports: str) -> str:
+    return (
+        "the plan would take the role's policy (service-policy type qos input ROCE_QOS_MARKING, PFC, the no-drop "
+        f"class) off {ports}, which carry it now and are in neither nxos_roce_qos_host_interfaces nor "
+        "nxos_roce_qos_uplink_interfaces: list them there, or name them in nxos_roce_qos_release_interfaces if they "
+        "are meant to lose it; nothing was sent to the switch"
+    )
+
+
+def test_a_port_that_left_the_lists_keeps_its_policy_unless_released():
+    """The stale start's Ethernet1/3 carries the policy and is in no port list: refused (an emptied or mistyped list
+    must not strip a live port silently); released, it loses the role's lines and keeps its own."""
+    with pytest.raises(RuleError) as refused:
+        engine.plan(STARTS["stale"], DEFAULT_INTENT, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    assert str(refused.value) == _refusal("Ethernet1/3")
+    commands = engine.plan(STARTS["stale"], DEFAULT_INTENT + RELEASE_STALE, "ROCE_QOS_MARKING", "ROCE_QUEUING")[
+        "commands"
+    ]
+    port = commands.index("interface Ethernet1/3")
+    assert commands[port + 1 : port + 3] == [
+        "no priority-flow-control mode on",
+        "no service-policy type qos input ROCE_QOS_MARKING",
+    ]
+
+
+def test_empty_port_lists_strip_no_live_port_unless_every_one_is_released():
+    """Both lists empty on a converged switch: every port that has the policy would lose it. Refused, naming each;
+    releasing one of two still refuses the other; releasing both takes the policy off both."""
+    converged, empty = DEFAULT_INTENT, _without_ports(DEFAULT_INTENT)
+    assert "interface " not in empty
+    with pytest.raises(RuleError) as refused:
+        engine.plan(converged, empty, "ROCE_QOS_MARKING", "ROCE_QUEUING")
+    assert str(refused.value) == _refusal("Ethernet1/1, Ethernet1/2")
+    with pytest.raises(RuleError) as refused:
+        engine.plan(converged, empty + f"{engine.RELEASE_DIRECTIVE} Ethernet1/1\n", "ROCE_QOS_MARKING")
+    assert str(refused.value) == _refusal("Ethernet1/2")
+    both = empty + f"{engine.RELEASE_DIRECTIVE} Ethernet1/1 Ethernet1/2\n"
+    dev, commands = converge(converged, both, "ROCE_QOS_MARKING", queuing="ROCE_QUEUING")
+    assert commands.count("no service-policy type qos input ROCE_QOS_MARKING") == 2, commands
+    assert "service-policy type qos input ROCE_QOS_MARKING" not in dev.body_text(dev.running)
+    assert engine.plan(dev.body_text(dev.running), both, "ROCE_QOS_MARKING", "ROCE_QUEUING")["commands"] == []
+
+
+def test_a_released_port_without_the_policy_is_left_alone():
+    """Releasing is leave to take the policy off, not an order: a released port that does not carry it gets nothing,
+    and neither does a port of the lists."""
+    intent = DEFAULT_INTENT + f"{engine.RELEASE_DIRECTIVE} Ethernet1/5\n"
+    assert engine.plan(DEFAULT_INTENT, intent, "ROCE_QOS_MARKING", "ROCE_QUEUING")["commands"] == []
+    assert engine.released(intent + f"  {engine.RELEASE_DIRECTIVE} Ethernet1/6 Ethernet1/1/2\n") == {
+        "Ethernet1/5",
+        "Ethernet1/6",
+        "Ethernet1/1/2",
+    }
+    assert engine.released(DEFAULT_INTENT) == set()

@@ -350,3 +350,58 @@ def test_a_long_cable_with_its_pause_buffer_passes():
 def test_an_ecn_threshold_without_a_row_for_the_port_speed_says_where_its_default_comes_from():
     found = problems(nxos_roce_qos_ecn_min_threshold_kbytes=None)
     assert found[0]["msg"].startswith("nxos_roce_qos_ecn_min_threshold_kbytes: is not set (its default is the")
+
+
+EMPTY_PORTS = (
+    "nxos_roce_qos_interfaces: is empty (nxos_roce_qos_host_interfaces and nxos_roce_qos_uplink_interfaces): the run "
+    "would configure no RoCE port and take the role's policy off every port that has it; list the switch's RoCE ports "
+    "in nxos_roce_qos_host_interfaces / nxos_roce_qos_uplink_interfaces (its host_vars), or name the ports meant to "
+    "lose the policy in nxos_roce_qos_release_interfaces"
+)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"nxos_roce_qos_interfaces": []}, [EMPTY_PORTS]),
+        ({"nxos_roce_qos_interfaces": [], "nxos_roce_qos_release_interfaces": []}, [EMPTY_PORTS]),
+        ({"nxos_roce_qos_interfaces": [], "nxos_roce_qos_release_interfaces": None}, [EMPTY_PORTS]),
+        (
+            {"nxos_roce_qos_release_interfaces": ["eth1/3"]},
+            [
+                "nxos_roce_qos_release_interfaces: must name interfaces as NX-OS prints them (Ethernet1/1 or "
+                "Ethernet1/1/2), got 'eth1/3'"
+            ],
+        ),
+        (
+            {"nxos_roce_qos_release_interfaces": ["Ethernet1/3\nno system qos"]},
+            [
+                "nxos_roce_qos_release_interfaces: must name interfaces as NX-OS prints them (Ethernet1/1 or "
+                "Ethernet1/1/2), got 'Ethernet1/3\\nno system qos'"
+            ],
+        ),
+        (
+            {"nxos_roce_qos_release_interfaces": ["Ethernet1/1/2"]},
+            [
+                "nxos_roce_qos_release_interfaces: Ethernet1/1/2 is also a RoCE port (nxos_roce_qos_interfaces): a "
+                "port is configured or released, not both"
+            ],
+        ),
+        (
+            {"nxos_roce_qos_release_interfaces": ["Ethernet1/3", "Ethernet1/3"]},
+            ["nxos_roce_qos_release_interfaces: Ethernet1/3 is listed twice"],
+        ),
+        (
+            {"nxos_roce_qos_release_interfaces": "Ethernet1/3"},
+            ["nxos_roce_qos_release_interfaces: must be a list of interface names, got 'Ethernet1/3'"],
+        ),
+    ],
+)
+def test_port_lists_that_would_strip_ports_unasked_are_refused(changes, expected):
+    assert [p["msg"] for p in problems(**changes)] == expected
+
+
+def test_ports_meant_to_lose_the_policy_pass():
+    """Released ports beside the RoCE ports, or instead of them (the switch leaves the fabric)."""
+    assert problems(nxos_roce_qos_release_interfaces=["Ethernet1/3", "Ethernet1/1/4"]) == []
+    assert problems(nxos_roce_qos_interfaces=[], nxos_roce_qos_release_interfaces=["Ethernet1/1"]) == []

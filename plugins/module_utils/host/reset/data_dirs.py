@@ -1,0 +1,41 @@
+"""What the project's packages leave when purged: their data directories (packages.py removes them after the purge).
+
+`apt-get purge` takes a package's files and conffiles; what its daemons or its maintainer scripts made stays:
+MariaDB's databases (Debian's postrm keeps /var/lib/mysql unless debconf says otherwise) and debian.cnf, the logs of
+Slurm and MUNGE, slurmctld's StateSaveLocation, slurmd's spool. Reset removes a directory of DATA_DIRS only for a
+package the project installed that this reset purges, and keeps it while any package of the table that uses it (or
+a directory inside it) is still installed: one that was there before the project, or one another concern keeps.
+"""
+
+from __future__ import annotations
+
+# package -> what it leaves. Slurm's directories are the ones module_utils/slurm/conf.py writes into slurm.conf and
+# slurmdbd.conf (StateSaveLocation, SlurmdSpoolDir, the log files); the packages that share one each name it.
+DATA_DIRS: dict[str, tuple[str, ...]] = {
+    "mariadb-server": ("/var/lib/mysql", "/var/log/mysql", "/etc/mysql/debian.cnf"),
+    "mariadb-common": ("/etc/mysql",),
+    "mysql-common": ("/etc/mysql",),
+    "munge": ("/etc/munge", "/var/lib/munge", "/var/log/munge"),
+    "slurmctld": ("/var/lib/slurm/slurmctld", "/var/lib/slurm", "/var/log/slurm"),
+    "slurmd": ("/var/lib/slurm/slurmd", "/var/lib/slurm", "/var/log/slurm"),
+    "slurmdbd": ("/var/log/slurm",),
+    "slurm-client": ("/var/lib/slurm", "/var/log/slurm"),
+    "slurm-wlm-basic-plugins": ("/var/lib/slurm", "/var/log/slurm"),
+}
+
+
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def data_dirs(purged: list[str], installed: list[str]) -> list[str]:
+    """The directories the `purged` packages leave that no `installed` package of the table still uses (the
+    directory itself or one inside it), outer ones first and each once (one inside a removed one goes with it)."""
+    needed = [d for p in installed for d in DATA_DIRS.get(p, ())]
+    left = {d for p in purged for d in DATA_DIRS.get(p, ())}
+    out: list[str] = []
+    for path in sorted(left, key=lambda d: (d.count("/"), d)):
+        if any(_inside(n, path) for n in needed) or any(_inside(path, o) for o in out):
+            continue
+        out.append(path)
+    return out
