@@ -328,6 +328,7 @@ def test_the_rendezvous_store_on_a_third_host(lab3, corpus) -> None:
     store = lab3[2]
     rdzv = ["-e", f"train_hosts={lab3[0]}:{lab3[1]}", "-e", json.dumps({"train_launch_rdzv_host": store})]
     small = {"batch_size": 8, "block_size": 64, "eval_interval": 100, "eval_batches": 1, "log_interval": 5}
+    small["warmup_steps"] = 2  # the payload refuses a warmup longer than the run
     common = ["-e", "model=tiny", "-e", f"data={corpus}", "-e", json.dumps({"train_launch_payload": small}), *rdzv]
     fabric3 = ssh(store, "ip", "-4", "-o", "addr", "show", "rdma0").stdout.split()[3].split("/")[0]
 

@@ -73,7 +73,7 @@ def test_reset_is_refused_without_the_confirmation_and_check_mode_changes_nothin
     edited = state(lab_cluster)
     dry = playbook("playbooks/reset.yml", "--check", "--diff", "-e", "reset_packages=true", timeout=900)
     assert dry.returncode == 0, tail(dry)
-    flat = " ".join(dry.stdout.split())
+    flat = " ".join((dry.stdout + dry.stderr).split())  # the module's warnings go to stderr
     # What reset would do: the role's netplan file goes, the switch's policy goes (its diff), the venv goes.
     assert f"remove {EDITED} (created by the project)" in flat, tail(dry)
     assert "no class-map type qos match-any ROCE" in flat, tail(dry)
@@ -96,7 +96,8 @@ def test_reset_gives_back_the_fresh_lab(lab_cluster, converged) -> None:
     assert proc.returncode == 0, tail(proc)
     # The hand edit of the test before: kept, with a warning, and the file reset as any other.
     node = lab_cluster["hosts"][-1]
-    assert f"{EDITED} was changed since the project last wrote it: kept as" in " ".join(proc.stdout.split()), tail(proc)
+    warned = " ".join((proc.stdout + proc.stderr).split())  # the module's warnings go to stderr
+    assert f"{EDITED} was changed since the project last wrote it: kept as" in warned, tail(proc)
     copies = ssh_ok(node, f"ls /var/lib/rdma-llm/kept{EDITED}.*").stdout.split()
     assert len(copies) == 1, copies
     assert ssh_ok(node, f"cat {copies[0]}").stdout.endswith(HAND_EDIT + "\n")

@@ -39,3 +39,15 @@ def test_a_mistyped_short_flag_is_refused_by_train_yml(tmp_path: Path) -> None:
     assert proc.returncode != 0, out[-3000:]
     assert "-e detach='ture': not a boolean" in out, out[-3000:]
     assert "UNREACHABLE" not in out, out[-3000:]
+
+
+def test_a_mistyped_launch_flag_is_refused_by_train_yml(tmp_path: Path) -> None:
+    """`-e train_launch_detach=ture` on playbooks/train.yml, which runs no preflight play: the launch's own contract
+    check (roles/train_launch/tasks/assert.yml) refuses it before any node is contacted."""
+    proc = playbook(
+        "playbooks/train.yml", "-e", "train_launch_detach=ture", "-e", "data=/srv/corpus", inventory=nodes(tmp_path)
+    )
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, out[-3000:]
+    assert "all: train_launch_detach must be true or false (got 'ture')" in out, out[-3000:]
+    assert "UNREACHABLE" not in out, out[-3000:]

@@ -1,0 +1,84 @@
+"""The Nexus switches' RoCE counters as metrics (monitoring/switch.py), read by the ladder's own parsers.
+Samples: tests/fixtures/validate/nxos_pfc.txt and nxos_queuing.txt (the layouts of Cisco's NX-OS QoS guide, counter
+values ours; see that folder's README) and BRIEF below."""
+
+from __future__ import annotations
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import switch
+
+from tests.unit.plugins.module_utils.monitoring.monitoring_helpers import fixture, names, parse, series, value
+
+# Real `show interface brief` of a Nexus (its mgmt0, Ethernet and loopback tables), cut to its first ports and the
+# two states that matter here: networktocode/ntc-templates
+# tests/cisco_nxos/show_interface_brief/cisco_nxos_show_interface_brief.raw @1d344ff.
+BRIEF = """
+--------------------------------------------------------------------------------
+Port   VRF          Status IP Address                              Speed    MTU
+--------------------------------------------------------------------------------
+mgmt0  --           up     10.1.100.220                            100      1500
+
+--------------------------------------------------------------------------------
+Ethernet      VLAN    Type Mode   Status  Reason                   Speed     Port
+Interface                                                                    Ch #
+--------------------------------------------------------------------------------
+Eth1/1        1       eth  access up      none                        10G(D) --
+Eth1/2        1       eth  access up      none                        10G(D) --
+Eth1/3        1       eth  access up      none                        10G(D) --
+Eth1/4        1       eth  access down    Link not connected         auto(D) --
+Eth1/5        --      eth  routed down    Administratively down      auto(D) --
+
+--------------------------------------------------------------------------------
+Interface     Status     Description
+--------------------------------------------------------------------------------
+Lo0           up         --
+"""
+READ = {"pfc": fixture("validate/nxos_pfc.txt"), "queuing": fixture("validate/nxos_queuing.txt"), "brief": BRIEF}
+
+
+def test_a_ports_pauses_drops_and_ecn_marks() -> None:
+    text = switch.textfile({"leaf1": READ})
+    where = {"switch": "leaf1", "port": "Ethernet1/1"}
+    assert value(text, "rdma_llm_switch_up", switch="leaf1") == 1
+    # RxPPP 1234, TxPPP 5678 on Ethernet1/1 in the PFC show.
+    assert value(text, "rdma_llm_switch_port_pfc_pause_frames_total", **where, direction="received") == 1234
+    assert value(text, "rdma_llm_switch_port_pfc_pause_frames_total", **where, direction="sent") == 5678
+    # QOS GROUP 3: 3 WRED/AFD & tail drops, 4711 ECN-marked; QOS GROUP 0: 12 drops.
+    assert value(text, "rdma_llm_switch_port_drops_total", **where, qos_group=3) == 3
+    assert value(text, "rdma_llm_switch_port_drops_total", **where, qos_group=0) == 12
+    assert value(text, "rdma_llm_switch_port_ecn_marked_total", **where, qos_group=3) == 4711
+    assert value(text, "rdma_llm_switch_port_ingress_drops_total", **where) == 2
+    assert {dict(k)["qos_group"] for k in series(text, "rdma_llm_switch_port_drops_total")} == {"0", "3", "7"}
+
+
+def test_link_state_from_the_brief_table() -> None:
+    links = switch.parse_brief(BRIEF)
+    assert links == {
+        "Ethernet1/1": True,
+        "Ethernet1/2": True,
+        "Ethernet1/3": True,
+        "Ethernet1/4": False,
+        "Ethernet1/5": False,
+    }  # mgmt0 and Lo0 are no fabric ports
+    text = switch.textfile({"leaf1": READ})
+    assert value(text, "rdma_llm_switch_port_up", switch="leaf1", port="Ethernet1/1") == 1
+    assert value(text, "rdma_llm_switch_port_up", switch="leaf1", port="Ethernet1/4") == 0
+
+
+def test_a_switch_that_did_not_answer_has_no_port_series() -> None:
+    text = switch.textfile({"leaf1": READ, "leaf2": None, "leaf3": {"pfc": "", "queuing": ""}})
+    assert value(text, "rdma_llm_switch_up", switch="leaf2") == 0
+    assert value(text, "rdma_llm_switch_up", switch="leaf3") == 0
+    assert all(dict(k)["switch"] == "leaf1" for n, k in parse(text) if n != "rdma_llm_switch_up")
+
+
+def test_the_ports_kept_are_the_ones_given_in_either_spelling() -> None:
+    text = switch.textfile({"leaf1": READ}, ports={"leaf1": ["Eth1/2"]})
+    ports = {dict(k)["port"] for n, k in parse(text) if n != "rdma_llm_switch_up"}
+    assert ports == {"Ethernet1/2"}
+    assert value(text, "rdma_llm_switch_port_pfc_pause_frames_total", switch="leaf1", port="Ethernet1/2",
+                 direction="sent") == 17  # fmt: skip
+
+
+def test_without_queuing_only_the_pfc_counters() -> None:
+    text = switch.textfile({"leaf1": {"pfc": fixture("validate/nxos_pfc.txt")}})
+    assert names(text) == {"rdma_llm_switch_up", "rdma_llm_switch_port_pfc_pause_frames_total"}
