@@ -44,6 +44,13 @@ DB_NAME_RE = r"^[A-Za-z0-9_]{1,32}$"
 SINGLE_LINE_RE = r"^[^\x00-\x1f\x7f]*$"
 
 
+# Where the daemons keep their state and logs (slurm.conf, slurmdbd.conf): reset's host/reset/data_dirs.py removes
+# them with the packages, so they live here once.
+STATE_SAVE_LOCATION = "/var/lib/slurm/slurmctld"
+SLURMD_SPOOL_DIR = "/var/lib/slurm/slurmd"
+LOG_DIR = "/var/log/slurm"
+
+
 def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str, Any]) -> dict:
     """The cluster's Slurm configuration: slurm.conf and topology.conf (the same on every host), each node's
     cgroup.conf and gres.conf, and the notes the run prints. Reads each host's probe (ansible_facts.slurm_host)
@@ -85,12 +92,12 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
         "AuthType": "auth/munge",
         "CredType": "cred/munge",
         "SlurmUser": "slurm",
-        "StateSaveLocation": "/var/lib/slurm/slurmctld",
-        "SlurmdSpoolDir": "/var/lib/slurm/slurmd",
+        "StateSaveLocation": STATE_SAVE_LOCATION,
+        "SlurmdSpoolDir": SLURMD_SPOOL_DIR,
         # Debian's units run the daemons in the foreground; a daemon that dies at start leaves its reason in
         # these files, not always in the journal (the role reads both when a daemon does not answer).
-        "SlurmctldLogFile": "/var/log/slurm/slurmctld.log",
-        "SlurmdLogFile": "/var/log/slurm/slurmd.log",
+        "SlurmctldLogFile": f"{LOG_DIR}/slurmctld.log",
+        "SlurmdLogFile": f"{LOG_DIR}/slurmd.log",
         "SlurmctldPidFile": "/run/slurmctld.pid",
         "SlurmdPidFile": "/run/slurmd.pid",
         "SchedulerType": "sched/backfill",
@@ -175,7 +182,7 @@ def dbd_lines(host: str, database: str, user: str) -> list[str]:
         "AuthType=auth/munge",
         f"DbdHost={host}",
         "SlurmUser=slurm",
-        "LogFile=/var/log/slurm/slurmdbd.log",
+        f"LogFile={LOG_DIR}/slurmdbd.log",
         "PidFile=/run/slurmdbd.pid",
         "StorageType=accounting_storage/mysql",
         "StorageHost=localhost",

@@ -9,18 +9,25 @@ a directory inside it) is still installed: one that was there before the project
 
 from __future__ import annotations
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.conf import (
+    LOG_DIR,
+    SLURMD_SPOOL_DIR,
+    STATE_SAVE_LOCATION,
+)
+
 # package -> what it leaves. Slurm's directories are the ones module_utils/slurm/conf.py writes into slurm.conf and
 # slurmdbd.conf (StateSaveLocation, SlurmdSpoolDir, the log files); the packages that share one each name it.
+SLURM_HOME = STATE_SAVE_LOCATION.rsplit("/", 1)[0]  # /var/lib/slurm: the Debian packages' home for both
 DATA_DIRS: dict[str, tuple[str, ...]] = {
     "mariadb-server": ("/var/lib/mysql", "/var/log/mysql", "/etc/mysql/debian.cnf"),
     "mariadb-common": ("/etc/mysql",),
     "mysql-common": ("/etc/mysql",),
     "munge": ("/etc/munge", "/var/lib/munge", "/var/log/munge"),
-    "slurmctld": ("/var/lib/slurm/slurmctld", "/var/lib/slurm", "/var/log/slurm"),
-    "slurmd": ("/var/lib/slurm/slurmd", "/var/lib/slurm", "/var/log/slurm"),
-    "slurmdbd": ("/var/log/slurm",),
-    "slurm-client": ("/var/lib/slurm", "/var/log/slurm"),
-    "slurm-wlm-basic-plugins": ("/var/lib/slurm", "/var/log/slurm"),
+    "slurmctld": (STATE_SAVE_LOCATION, SLURM_HOME, LOG_DIR),
+    "slurmd": (SLURMD_SPOOL_DIR, SLURM_HOME, LOG_DIR),
+    "slurmdbd": (LOG_DIR,),
+    "slurm-client": (SLURM_HOME, LOG_DIR),
+    "slurm-wlm-basic-plugins": (SLURM_HOME, LOG_DIR),
 }
 
 
