@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,11 +38,90 @@ HOST_PACKAGES = [
 ]
 
 
+# promtool, which tests the alert rules (tests/promtool.py), from Debian 12's `prometheus` package: only its
+# /usr/bin/promtool, unpacked into the checkout, so this machine never gets the Prometheus service.
+PROMTOOL = ROOT / ".tools" / "bin" / "promtool"
+PROMTOOL_PACKAGE = "prometheus"
+PROMTOOL_MEMBER = "./usr/bin/promtool"
+
+
+def _promtool_version(path: Path) -> str | None:
+    """promtool's first --version line (`promtool, version 2.42.0+ds ...`); None when it is missing or does not run."""
+    try:
+        run = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    lines = (run.stdout + run.stderr).splitlines()
+    return lines[0] if run.returncode == 0 and lines else None
+
+
+def _apt_download(workdir: Path, options: list[str]) -> Path | None:
+    subprocess.run(["apt-get", *options, "download", "-q", PROMTOOL_PACKAGE], cwd=workdir, capture_output=True)
+    return next(iter(sorted(workdir.glob(f"{PROMTOOL_PACKAGE}_*.deb"))), None)
+
+
+def _download_prometheus(workdir: Path) -> Path | None:
+    """The package's .deb into workdir (`apt-get download` needs no root, only the apt lists). Without them, root
+    refreshes the system's lists; anyone else fetches private ones into workdir."""
+    deb = _apt_download(workdir, [])
+    if deb is not None:
+        return deb
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if os.geteuid() == 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
+        return _apt_download(workdir, [])
+    private = [
+        "-o", f"Dir::State::Lists={workdir / 'lists'}",
+        "-o", f"Dir::Cache={workdir / 'cache'}",
+        "-o", "Debug::NoLocking=1",
+    ]  # fmt: skip
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (workdir / sub).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["apt-get", *private, "update", "-q"], capture_output=True, env=env)
+    return _apt_download(workdir, private)
+
+
+def install_promtool() -> int:
+    """`.tools/bin/promtool` from the prometheus package (dpkg-deb --fsys-tarfile, that one member), unless one runs."""
+    version = _promtool_version(PROMTOOL)
+    if version:
+        print(f"lab: {version} ({PROMTOOL.relative_to(ROOT)})")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="promtool-") as tmp:
+        work = Path(tmp)
+        deb = _download_prometheus(work)
+        if deb is None:
+            print(
+                f"lab: cannot download the {PROMTOOL_PACKAGE} package (apt-get download {PROMTOOL_PACKAGE})",
+                file=sys.stderr,
+            )
+            return 1
+        unpack = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+        with tarfile.open(fileobj=unpack.stdout, mode="r|") as tar:
+            for member in tar:
+                if member.name == PROMTOOL_MEMBER and member.isfile():
+                    PROMTOOL.parent.mkdir(parents=True, exist_ok=True)
+                    partial = PROMTOOL.with_name(".promtool.partial")
+                    partial.write_bytes(tar.extractfile(member).read())
+                    partial.chmod(0o755)
+                    partial.replace(PROMTOOL)
+                    break
+        unpack.stdout.close()
+        unpack.wait()
+    version = _promtool_version(PROMTOOL)
+    if not version:
+        print(f"lab: {PROMTOOL_MEMBER} not found in {deb.name}, or it does not run", file=sys.stderr)
+        return 1
+    print(f"lab: {version} from {deb.name} ({PROMTOOL.relative_to(ROOT)})")
+    return 0
+
+
 def host_packages(_args) -> int:
+    tools = install_promtool()
     missing = [p for p in HOST_PACKAGES if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
     if not missing:
         print("lab: host packages present")
-        return 0
+        return tools
     cmd = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
     if os.geteuid() != 0:
         print("lab: missing packages; run as root:\n  apt-get update && " + " ".join(cmd))
@@ -48,7 +129,7 @@ def host_packages(_args) -> int:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
     subprocess.run(cmd, check=True, env=env)
-    return 0
+    return tools
 
 
 def ansible_env() -> dict[str, str]:

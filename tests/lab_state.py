@@ -26,7 +26,7 @@ NAMES_ONLY = ["/opt", "/var/cache/rdma-llm"]  # the venv and the wheelhouse: tho
 SKIP = ["/var/lib/rdma-llm/runs"]  # training runs: the user's results (reset -e reset_train_runs=true removes them)
 # Rewritten by a running service, not by a playbook: rdma-node-check's counter reading, which Slurm's health check
 # (every 30 s in the lab) keeps; its presence counts, its content does not.
-LIVE = ["/var/lib/rdma-llm/node-check-state.json"]
+LIVE = ["/var/lib/rdma-llm/node-check-state.json", "/var/lib/rdma-llm/node-check-result.json"]
 
 def entry(path, content=True):
     st = os.lstat(path)

@@ -20,6 +20,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventor
     UNGROUPED,
     Inventory,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.monitoring import MONITORING
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.slurm import SLURM_CONTROLLERS
 
 # The collection's roles: their defaults are read where they are (roles/<role>/defaults/main.yml), never copied.
@@ -44,8 +45,9 @@ class ActionModule(ActionBase):
         defaults = {group: self._defaults(names) for group, names in roles.items()}
         hostvars, unreadable = {}, {}
         slurm = groups.get(SLURM_CONTROLLERS, [])
-        for host in dict.fromkeys(groups[NODES] + groups[SWITCHES] + slurm):
-            group = NODES if host in groups[NODES] else SWITCHES if host in groups[SWITCHES] else SLURM_CONTROLLERS
+        monitors = groups.get(MONITORING, [])
+        for host in dict.fromkeys(groups[NODES] + groups[SWITCHES] + slurm + monitors):
+            group = next(g for g in (NODES, SWITCHES, SLURM_CONTROLLERS, MONITORING) if host in groups.get(g, []))
             # A switch runs no Slurm daemon: its copy of a group_vars/all munge key is not read (or decrypted).
             skip = ("slurm_",) if group == SWITCHES else ()
             hostvars[host], why = self._effective(task_vars["hostvars"], host, defaults.get(group, {}), skip)

@@ -7,8 +7,8 @@ defaults under the inventory's values, templated) and fails the play with what `
 Each error names the host (or `all` for a value every host shares) and the variable:
 ``<host>: <variable> <what is wrong>``. One file per section: contract/inventory.py (what the rules see and
 report), contract/types.py (the value checks), contract/variables.py (one row per variable), then the rules of
-contract/fabric.py, qos.py, switch.py, node_health.py, slurm.py, cabling.py and firewall.py; RULES below runs
-them, in order.
+contract/fabric.py, qos.py, switch.py, node_health.py, slurm.py, cabling.py, firewall.py and monitoring.py; RULES
+below runs them, in order.
 
 Adding a rule (docs/design.md, "Adding a rule to the contract"): a type/range/choice of one variable is
 one row in VARIABLES (contract/variables.py); anything across fields or hosts is one function in its section's
@@ -38,6 +38,11 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall
     fabric_firewall_leaves_ssh,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import Inventory, Problem
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.monitoring import (
+    MONITORING_VARIABLES,
+    monitoring_hosts,
+    monitoring_rows,
+)
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.node_health import node_health_thresholds
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.qos import (
     QOS_HOST_SWITCH,
@@ -107,6 +112,8 @@ RULES: tuple[Rule, ...] = (
     slurm_config_keys,
     fabric_firewall_leaves_ssh,
     fabric_firewall_allow_list,
+    monitoring_rows,
+    monitoring_hosts,
 )
 
 
@@ -115,7 +122,12 @@ def needed_variables() -> list[str]:
     qos += [sw for _, sw, _ in QOS_HOST_SWITCH]
     return list(
         dict.fromkeys(
-            [v.name for v in VARIABLES] + list(EXTRA_VARIABLES) + list(NXOS_RENDERED) + qos + list(SLURM_VARIABLES)
+            [v.name for v in VARIABLES]
+            + list(EXTRA_VARIABLES)
+            + list(NXOS_RENDERED)
+            + qos
+            + list(SLURM_VARIABLES)
+            + list(MONITORING_VARIABLES)
         )
     )
 

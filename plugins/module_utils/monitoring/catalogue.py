@@ -4,6 +4,7 @@ docs/monitoring.md shows ("What each metric is"), which its test keeps equal to 
 from __future__ import annotations
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import (
+    cli,
     gpu,
     node_health,
     rdma,
@@ -12,7 +13,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import
     training,
 )
 
-MODULES = (node_health, rdma, gpu, slurm, switch, training)
+MODULES = (node_health, rdma, gpu, slurm, switch, training, cli)
 HEADER = ("metric", "type", "unit", "labels", "source", "what it is")
 
 

@@ -5,7 +5,9 @@
 
 Prints one JSON object (schema rdma-llm-cluster/node-check/1; --brief: one line `<status>: <reason>`) and exits
 0 pass, 1 warn, 2 fail, 3 when it could not check (bad config or usage). The reason is one line a scheduler can
-put on a drained node (`rdma0: link down (operstate down, carrier 0)`, `GPU 3: XID 79 ...`).
+put on a drained node (`rdma0: link down (operstate down, carrier 0)`, `GPU 3: XID 79 ...`). The same JSON, the
+error included, is kept as `<state-dir>/node-check-result.json` where the state dir exists, for the metrics
+collector (rdma-llm-metrics reads it; it never runs this stateful check itself).
 
 The package module_utils/node, stdlib only, is the command: the role node_health installs it as one file,
 /usr/local/sbin/rdma-node-check, a zipapp of this package built on the controller (node/build.py, the lookup
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
+from pathlib import Path
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.config import (
     EXIT_ERROR,
     GROUPS,
+    RESULT_FILE,
     SCHEMA,
     ConfigError,
     load_config,
@@ -61,6 +66,30 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def save_result(state_dir, doc: dict) -> str | None:
+    """Keep the printed result as RESULT_FILE in `state_dir` (a temporary name of this process, then a rename: the
+    health check and the prolog may run at once, and the collector never reads half a file). Only into a state dir
+    that exists (the role creates it; the counters' reading does on its first run): a check run elsewhere, or
+    with `--state-dir ''`, leaves none. Returns why it was not kept, or None."""
+    if not state_dir or not Path(state_dir).is_dir():
+        return None
+    path = Path(state_dir) / RESULT_FILE
+    tmp = path.with_name(f".{RESULT_FILE}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return f"result not kept in {state_dir}: {exc.strerror or exc}"
+    return None
+
+
+def _keep(state_dir, doc: dict) -> None:
+    why = save_result(state_dir, doc)
+    if why:
+        print(f"rdma-node-check: {why}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -70,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         result = run(config, args.root, args.state_dir, [g for g in args.only.split(",") if g])
     except ConfigError as exc:
         error = {"schema": SCHEMA, "status": "error", "exit": EXIT_ERROR, "reason": str(exc)}
+        _keep(args.state_dir, error)
         print(f"error: {exc}" if args.brief else json.dumps(error))
         return prolog_exit(error) if args.slurm_prolog else EXIT_ERROR
+    _keep(args.state_dir, result)
     print(f"{result['status']}: {result['reason']}" if args.brief else json.dumps(result))
     if args.slurm or args.slurm_prolog:
         print(slurm_apply(Tools(), args.slurm_node or socket.gethostname().split(".")[0], result), file=sys.stderr)

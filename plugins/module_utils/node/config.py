@@ -12,6 +12,8 @@ SCHEMA = "rdma-llm-cluster/node-check/1"
 CONFIG_SCHEMA = "rdma-llm-cluster/node-check-config/1"
 STATE_SCHEMA = "rdma-llm-cluster/node-check-state/1"
 STATE_FILE = "node-check-state.json"
+# The last result the command printed, kept in its state dir for the metrics collector (monitoring/collect.py).
+RESULT_FILE = "node-check-result.json"
 STATUSES = ("pass", "warn", "fail", "skip")
 EXIT = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 EXIT_ERROR = 3  # the check could not run (Nagios' UNKNOWN): never read as "fail" by a scheduler

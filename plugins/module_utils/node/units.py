@@ -28,7 +28,7 @@ def link_rate_gbps(value):
     """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):  # not `int | float`: the nodes' Python may be 3.9
         return float(value) / 1000 if value > 0 else None
     text = str(value).strip()
     match = re.match(r"^([\d.]+)\s*Gb/sec", text)

@@ -2,7 +2,7 @@
 
 `apt-get purge` takes a package's files and conffiles; what its daemons or its maintainer scripts made stays:
 MariaDB's databases (Debian's postrm keeps /var/lib/mysql unless debconf says otherwise) and debian.cnf, the logs of
-Slurm and MUNGE, slurmctld's StateSaveLocation, slurmd's spool. Reset removes a directory of DATA_DIRS only for a
+Slurm, MUNGE and Prometheus, slurmctld's StateSaveLocation, slurmd's spool. Reset removes a directory of DATA_DIRS only for a
 package the project installed that this reset purges, and keeps it while any package of the table that uses it (or
 a directory inside it) is still installed: one that was there before the project, or one another concern keeps.
 """
@@ -18,6 +18,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.conf import
 # package -> what it leaves. Slurm's directories are the ones module_utils/slurm/conf.py writes into slurm.conf and
 # slurmdbd.conf (StateSaveLocation, SlurmdSpoolDir, the log files); the packages that share one each name it.
 SLURM_HOME = STATE_SAVE_LOCATION.rsplit("/", 1)[0]  # /var/lib/slurm: the Debian packages' home for both
+PROMETHEUS_HOME, PROMETHEUS_LOGS = "/var/lib/prometheus", "/var/log/prometheus"
 DATA_DIRS: dict[str, tuple[str, ...]] = {
     "mariadb-server": ("/var/lib/mysql", "/var/log/mysql", "/etc/mysql/debian.cnf"),
     "mariadb-common": ("/etc/mysql",),
@@ -28,6 +29,11 @@ DATA_DIRS: dict[str, tuple[str, ...]] = {
     "slurmdbd": (LOG_DIR,),
     "slurm-client": (SLURM_HOME, LOG_DIR),
     "slurm-wlm-basic-plugins": (SLURM_HOME, LOG_DIR),
+    # The prometheus user's home and the log directory the three packages share (their postrm purge removes only
+    # their own data inside: metrics2/, alertmanager/, node-exporter/).
+    "prometheus": (PROMETHEUS_HOME, PROMETHEUS_LOGS),
+    "prometheus-alertmanager": (PROMETHEUS_HOME, PROMETHEUS_LOGS),
+    "prometheus-node-exporter": (PROMETHEUS_HOME, PROMETHEUS_LOGS),
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.cli import main
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.config import EXIT_ERROR, SCHEMA
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.config import EXIT_ERROR, RESULT_FILE, SCHEMA
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.gpu import GPU_CHECKS
 
 from tests.unit.plugins.module_utils.node.helpers import lab_root, line, write_config
@@ -77,3 +77,38 @@ def test_command_exit_codes(tmp_path: Path, capsys, monkeypatch) -> None:
         main(["--no-such-option"])
     assert exc.value.code == 3
     assert main(["--config", str(warn), "--root", str(root), "--only", "gpu,bogus"]) == 3
+
+
+def test_the_printed_result_is_kept_for_the_metrics_collector(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Every run keeps what it printed as <state-dir>/node-check-result.json (rdma-llm-metrics reads it, never
+    running the stateful check itself): a result, and the error of a config it cannot use; none where the state
+    dir does not exist or is ''."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    state = tmp_path / "state"
+    state.mkdir()
+    kept = state / RESULT_FILE
+    args = ["--config", str(write_config(tmp_path)), "--root", str(lab_root(tmp_path)), "--state-dir", str(state)]
+    assert main([*args, "--only", "fabric"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert json.loads(kept.read_text()) == printed and printed["status"] == "pass"
+    assert main([*args, "--only", "fabric", "--brief"]) == 0  # --brief prints one line, keeps the whole result
+    assert json.loads(kept.read_text())["checks"] == printed["checks"]
+    assert [p.name for p in state.iterdir()] == [RESULT_FILE]  # no temporary file left
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"interfaces": []}')
+    assert main(["--config", str(bad), "--state-dir", str(state), "--brief"]) == EXIT_ERROR
+    assert json.loads(kept.read_text()) == {
+        "schema": SCHEMA, "status": "error", "exit": EXIT_ERROR,
+        "reason": "config: interfaces must be a non-empty list of {name, address, mtu}",
+    }  # fmt: skip
+    capsys.readouterr()
+    gone = tmp_path / "no-such-dir"
+    assert main([*args[:4], "--state-dir", str(gone), "--only", "fabric"]) == 0
+    assert not gone.exists()
+    # Where it cannot be written, the check's verdict stands and stderr says why.
+    kept.unlink()
+    kept.mkdir()
+    assert main([*args, "--only", "fabric", "--brief"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"rdma-node-check: result not kept in {state}: ") and err.count("\n") == 1, err
+    assert sorted(p.name for p in state.iterdir()) == [RESULT_FILE]

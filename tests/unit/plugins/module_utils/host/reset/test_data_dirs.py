@@ -92,3 +92,13 @@ def test_a_failed_purge_removes_no_data(root, system):
     (root / "var/lib/mysql").mkdir(parents=True)
     done = restore(h, "slurm", remove_packages=True)
     assert done["errors"] and (root / "var/lib/mysql").is_dir()
+
+
+def test_prometheus_s_home_goes_with_the_last_of_its_three_packages():
+    # A monitoring host purged whole: the prometheus user's home and the logs go.
+    assert data_dirs(["prometheus", "prometheus-alertmanager", "prometheus-node-exporter"], []) == [
+        "/var/lib/prometheus",
+        "/var/log/prometheus",
+    ]
+    # node_exporter was there before the project (or another concern keeps it): its home stays.
+    assert data_dirs(["prometheus", "prometheus-alertmanager"], ["prometheus-node-exporter"]) == []
