@@ -210,11 +210,15 @@ def read_training(options: dict, host: Host) -> tuple:
             problems.append(f"{run.name}: {exc.strerror or exc}")
             continue
         starts = own_starts(records, me)
-        if not starts or not (recent or any(alive(host.root, s.get("pid"), s["time"], boot) for s in starts.values())):
+        # A run with its result.json ended: its ranks are not alive, whatever process holds their pids now.
+        running = {
+            rank: not result.exists() and alive(host.root, s.get("pid"), s["time"], boot) for rank, s in starts.items()
+        }
+        if not starts or not (recent or any(running.values())):
             continue
         mine = [r for r in records if r.get("rank") in starts]
         since = max(s["time"] for s in starts.values())
-        samples += training.samples(mine, run.name, job_id(run / "logs", since))
+        samples += training.samples(mine, run.name, job_id(run / "logs", since), running)
     return render(training.METRICS, samples), problems
 
 

@@ -293,11 +293,12 @@ RULES = (
          "Slurm reports {{ $labels.node }} {{ $labels.state }}: its slurmd does not answer or it was set down.",
          "a Slurm node is down, failed or not responding", "StackHPC appliance: Slurm nodes DOWN/FAIL"),
     Rule("RdmaLlmTrainingStalled", "rdma_llm_training",
-         "time() - max by (run_id, job_id) (rdma_llm_train_last_step_timestamp_seconds) > %train_stall_after_s",
+         "time() - max by (run_id, job_id) (rdma_llm_train_last_step_timestamp_seconds) > %train_stall_after_s"
+         " and on (run_id, job_id) max by (run_id, job_id) (rdma_llm_train_rank_alive) == 1",
          None, "critical", "Training run {{ $labels.run_id }} stalled",
          "No rank of run {{ $labels.run_id }} (job {{ $labels.job_id }}) logged a step for {{ $value | "
          "humanizeDuration }} (over %train_stall_after).",
-         "no rank logged a step for train_stall_after", "project: over 3 x the payload's pg_timeout"),
+         "a rank is alive and none logged a step for train_stall_after", "project: over 3 x the payload's pg_timeout"),
     Rule("RdmaLlmTrainingSlow", "rdma_llm_training",
          "max by (run_id, job_id) (rdma_llm_train_tokens_per_second) < %train_throughput_min_ratio"
          " * max by (run_id, job_id) (max_over_time(rdma_llm_train_tokens_per_second[%train_throughput_window]))",

@@ -30,6 +30,9 @@ METRICS = table(
            "Times the rank started again in this run (start records after the first)", f"{JSONL}: start records"),
     Metric("rdma_llm_train_last_step_timestamp_seconds", "gauge", "seconds", LABELS,
            "When the rank logged its last step (Unix time)", f"{JSONL}: train.time"),
+    Metric("rdma_llm_train_rank_alive", "gauge", "", LABELS,
+           "1 while the rank's process runs, 0 once it ended (the run finished, failed or was stopped): a stall is a "
+           "rank alive that logs no step", f"{JSONL}: start.pid, /proc/<pid>/stat"),
 )  # fmt: skip
 # (metric, the train record's key): absent or null keys are no sample (mfu is null where no peak FLOPs is known).
 FIELDS = (
@@ -58,8 +61,9 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def samples(records: list, run_id: str, job_id: str = "") -> list:
-    """One run's records (read_records) -> each rank's samples, in the order the records were written."""
+def samples(records: list, run_id: str, job_id: str = "", alive: dict | None = None) -> list:
+    """One run's records (read_records) -> each rank's samples, in the order the records were written; `alive`
+    ({rank: whether its process runs}, what the collector read of /proc) adds rdma_llm_train_rank_alive."""
     ranks: dict = {}
     for record in records or []:
         if not isinstance(record.get("rank"), int) or isinstance(record.get("rank"), bool):
@@ -74,6 +78,8 @@ def samples(records: list, run_id: str, job_id: str = "") -> list:
     for number, rank in sorted(ranks.items()):
         labels = {"run_id": str(run_id), "job_id": str(job_id or ""), "host": rank["host"], "rank": str(number)}
         out.append(("rdma_llm_train_restarts_total", labels, max(rank["starts"] - 1, 0)))
+        if alive is not None and number in alive:
+            out.append(("rdma_llm_train_rank_alive", labels, 1 if alive[number] else 0))
         for name, key in FIELDS:
             value = (rank["train"] or {}).get(key)
             if _number(value):

@@ -263,6 +263,7 @@ def test_a_run_is_exported_while_a_rank_lives_and_for_recent_s_after_it_last_wro
     proc(root, 4242, NOW - 9030)
     out, _ = trained(root)
     assert value(out, "rdma_llm_train_last_step_timestamp_seconds", **labels("hung", 0)) == NOW - 7200
+    assert value(out, "rdma_llm_train_rank_alive", **labels("hung", 0)) == 1  # a stall, not an end
     # The pid now belongs to a process that started after the rank's record: another process, not the rank.
     proc(root, 4242, NOW - 8000)
     assert trained(root) == ("", [])
@@ -273,18 +274,23 @@ def test_a_run_is_exported_while_a_rank_lives_and_for_recent_s_after_it_last_wro
     proc(root, 4242, NOW - 9030, state="Z")  # exited, not reaped
     assert trained(root) == ("", [])
     (root / "proc/4242/stat").unlink()
-    assert trained(root, {"recent_s": 7200}) != ("", [])  # dead, but within recent_s of its last write
+    dead, _ = trained(root, {"recent_s": 7200})  # dead, but within recent_s of its last write
+    assert value(dead, "rdma_llm_train_rank_alive", **labels("hung", 0)) == 0
     assert trained(root, {"recent_s": 7199}) == ("", [])
     run_dir(root, "ended", records(start(NOW - 600, 0, "lab-node1") | {"pid": 4243}), NOW - 500, result=True)
     proc(root, 4243, NOW - 630)  # a live pid does not keep an ended run
     assert names(trained(root, {"recent_s": 499})[0]) == set()
-    assert names(trained(root, {"recent_s": 500})[0]) == {"rdma_llm_train_restarts_total"}
+    ended, _ = trained(root, {"recent_s": 500})
+    assert names(ended) == {"rdma_llm_train_restarts_total", "rdma_llm_train_rank_alive"}
+    assert value(ended, "rdma_llm_train_rank_alive", **labels("ended", 0)) == 0  # its result.json: ended
 
 
 def test_without_the_boot_time_a_live_pid_counts(tmp_path: Path) -> None:
     run_dir(tmp_path, "r", records(start(NOW - 9000, 0, "lab-node1") | {"pid": 7}), NOW - 9000)
     proc(tmp_path, 7, NOW + 50)  # no /proc/stat under this root: the start time cannot be compared
-    assert names(trained(tmp_path)[0]) == {"rdma_llm_train_restarts_total"}
+    out, _ = trained(tmp_path)
+    assert names(out) == {"rdma_llm_train_restarts_total", "rdma_llm_train_rank_alive"}
+    assert value(out, "rdma_llm_train_rank_alive", **labels("r", 0)) == 1
 
 
 def test_the_job_id_is_the_slurm_step_the_ranks_last_started_in(root: Path) -> None:
