@@ -4,6 +4,7 @@ before any change (roles/monitoring/README.md)."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
@@ -116,5 +117,30 @@ def monitoring_hosts(inv: Inventory) -> Iterator[Problem]:
     scraped = [
         {"name": h, "address": inv.get(h, "monitoring_address") or inv.get(h, "ansible_host") or h} for h in hosts
     ]
-    for host, why in server.target_problems(scraped, inv.get(monitors[0], "monitoring_node_exporter_port", 9100)):
+    refused = server.target_problems(scraped, inv.get(monitors[0], "monitoring_node_exporter_port", 9100))
+    for host, why in refused:
         yield Problem(host, "monitoring_address", why)
+    # The fabric firewall lets the exporters answer the monitoring hosts by address (host/firewall.py).
+    if any(_firewalled(inv, h) for h in inv.members(NODES)):
+        for item in scraped:
+            bad = item["name"] in {h for h, _ in refused}
+            if item["name"] in monitors and not bad and not _ip(str(item["address"])):
+                yield Problem(
+                    item["name"],
+                    "monitoring_address",
+                    f"is {item['address']!r}: the fabric firewall lets the exporters answer the monitoring hosts by"
+                    " IP address; give this host one (monitoring_address or ansible_host)",
+                )
+
+
+def _firewalled(inv: Inventory, host: str) -> bool:
+    value = inv.get(host, "fabric_firewall_enabled", True)
+    return value is not False and str(value).lower() not in ("false", "no", "off", "0")
+
+
+def _ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True

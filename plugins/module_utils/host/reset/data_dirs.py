@@ -1,10 +1,11 @@
 """What the project's packages leave when purged: their data directories (packages.py removes them after the purge).
 
 `apt-get purge` takes a package's files and conffiles; what its daemons or its maintainer scripts made stays:
-MariaDB's databases (Debian's postrm keeps /var/lib/mysql unless debconf says otherwise) and debian.cnf, the logs of
-Slurm, MUNGE and Prometheus, slurmctld's StateSaveLocation, slurmd's spool. Reset removes a directory of DATA_DIRS only for a
-package the project installed that this reset purges, and keeps it while any package of the table that uses it (or
-a directory inside it) is still installed: one that was there before the project, or one another concern keeps.
+MariaDB's databases (Debian's postrm keeps /var/lib/mysql unless debconf says otherwise) and debian.cnf, the logs
+of Slurm, MUNGE and Prometheus, slurmctld's StateSaveLocation, slurmd's spool. Reset removes a directory of
+DATA_DIRS only for a package the project installed that this reset purges, and keeps it while any package of the
+table that uses it (or a directory inside it) is still installed: one that was there before the project, or one
+another concern keeps.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.check import check
 
-from tests.unit.plugins.module_utils.contract.inventories import Change, good, setv
+from tests.unit.plugins.module_utils.contract.inventories import Change, both, good, setv
 
 pytestmark = pytest.mark.lint
 
@@ -78,6 +78,9 @@ BAD: list[tuple[str, Change, list[str]]] = [
      ["n1: monitoring_address is 192.168.48.175, as mon's: each host needs its own address"]),
     ("address-with-a-path", setv("mon", "monitoring_address", "head/9090"),
      ["mon: monitoring_address is 'head/9090': no host name or address Prometheus can scrape"]),
+    ("monitoring-host-by-name-behind-the-firewall", setv("mon", "ansible_host", "head.example.org"),
+     ["mon: monitoring_address is 'head.example.org': the fabric firewall lets the exporters answer the monitoring"
+      " hosts by IP address; give this host one (monitoring_address or ansible_host)"]),
     ("monitoring-group-empty", lambda inv: inv.groups.__setitem__("monitoring", []),
      ["inventory: group monitoring has no hosts: name the host that runs Prometheus there"]),
     ("monitoring-on-a-switch", lambda inv: inv.groups.__setitem__("monitoring", ["sw"]),
@@ -103,8 +106,17 @@ def test_the_monitored_cluster_holds() -> None:
         everywhere("monitoring_receiver_url", "https://user@hooks.example.org:8443/alerts"),
         everywhere("monitoring_collector_interval", "5min"),
         setv("mon", "monitoring_address", "[fd00::20]"),
+        both(setv("mon", "ansible_host", "head"), everywhere("fabric_firewall_enabled", False)),
     ],
-    ids=["scrape-1s", "retention-1d", "retention-24h", "receiver-https-port", "collector-5min", "address-ipv6"],
+    ids=[
+        "scrape-1s",
+        "retention-1d",
+        "retention-24h",
+        "receiver-https-port",
+        "collector-5min",
+        "address-ipv6",
+        "name-without-firewall",
+    ],
 )
 def test_the_limits_themselves_are_allowed(change) -> None:
     assert reports(change) == []

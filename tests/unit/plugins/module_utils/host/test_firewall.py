@@ -27,6 +27,9 @@ def test_sources_are_every_nodes_subnets_and_routes_and_the_guarded_addresses_th
         "local_v6": ["fd00:77::11"],
         "interfaces": ["rdma0", "rdma1"],
         "ports": [18515, 18516, 29499, 29500],
+        "scrape_ports": [],
+        "scrape_v4": [],
+        "scrape_v6": [],
     }
     # A node with another subnet (a routed leaf) adds its own as a source for everyone.
     other = [{"name": "ens1", "addresses": ["10.88.0.5/24"]}]
@@ -46,3 +49,22 @@ def test_sources_are_every_nodes_subnets_and_routes_and_the_guarded_addresses_th
 def test_what_cannot_be_rendered_is_refused(own, ports, error) -> None:
     with pytest.raises(RuleError, match=error):
         fabric_firewall_plan([NODE1, NODE2], own, ports)
+
+
+def test_with_monitoring_the_exporters_answer_the_monitoring_hosts_only() -> None:
+    plan = fabric_firewall_plan([NODE1, NODE2], NODE2, [29500], [9100, "9100"], ["10.77.0.11", "[fd00:77::5]"])
+    assert (plan["scrape_ports"], plan["scrape_v4"], plan["scrape_v6"]) == ([9100], ["10.77.0.11"], ["fd00:77::5"])
+
+
+@pytest.mark.parametrize(
+    ("scrape_ports", "sources", "error"),
+    [
+        ([9100], [], "would answer nobody"),
+        ([9100], ["lab-node1"], "'lab-node1' is no IP address"),
+        ([29500], ["10.77.0.11"], "port 29500 is both a fabric-only port and an exporter's"),
+        ([70000], ["10.77.0.11"], "port 70000 must be an integer 1-65535"),
+    ],
+)
+def test_exporter_guards_that_cannot_be_rendered_are_refused(scrape_ports, sources, error) -> None:
+    with pytest.raises(RuleError, match=error):
+        fabric_firewall_plan([NODE1, NODE2], NODE2, [29500], scrape_ports, sources)
