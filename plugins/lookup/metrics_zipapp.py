@@ -41,20 +41,9 @@ _raw:
   elements: str
 """
 
-from ansible import constants as C
-from ansible.errors import AnsibleLookupError
-from ansible.plugins.lookup import LookupBase
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.cli import ENTRY, NAME
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.build import BuildError, build
+from ansible_collections.rdma_llm.cluster.plugins.plugin_utils.zipapp import ZipappLookup
 
 
-class LookupModule(LookupBase):
-    def run(self, terms, variables=None, **kwargs):
-        self.set_options(var_options=variables, direct=kwargs)
-        if terms:
-            raise AnsibleLookupError(f"metrics_zipapp takes no terms (got {terms!r})")
-        where = self.get_option("dir") or C.DEFAULT_LOCAL_TMP
-        try:
-            return [str(build(where, entry=ENTRY, name=NAME))]
-        except (BuildError, OSError) as exc:
-            raise AnsibleLookupError(f"metrics_zipapp: cannot build {NAME} in {where}: {exc}") from exc
+class LookupModule(ZipappLookup):
+    lookup, entry, command = "metrics_zipapp", ENTRY, NAME

@@ -23,7 +23,8 @@ LISTEN_PORTS = (
 FIREWALL_VARIABLES = ("ansible_port", "fabric_firewall_extra_ports", *LISTEN_PORTS)
 
 
-def _enabled(inv: Inventory, host: str) -> bool:
+def firewall_enabled(inv: Inventory, host: str) -> bool:
+    """Whether the fabric firewall runs on the host (fabric_firewall_enabled, on by default)."""
     value = inv.get(host, "fabric_firewall_enabled", True)
     return value is not False and str(value).lower() not in FALSE_WORDS
 
@@ -44,7 +45,7 @@ def fabric_firewall_leaves_ssh(inv: Inventory) -> Iterator[Problem]:
     """The fabric firewall guards the project's ports on every address: SSH (22, or the node's ansible_port) is never
     one of them, so the controller's connection is never filtered (a rendezvous on the SSH port would reset every new
     SSH connection); and each is a TCP port (the pair tests' last rail's included)."""
-    hosts = [h for h in inv.members(NODES) if _enabled(inv, h)]
+    hosts = [h for h in inv.members(NODES) if firewall_enabled(inv, h)]
     found: dict[tuple[str, str], set[str]] = {}  # (variable, message) -> hosts
     for host in hosts:
         ssh = {22, as_int(inv.get(host, "ansible_port")) or 22}
@@ -70,7 +71,7 @@ def fabric_firewall_leaves_ssh(inv: Inventory) -> Iterator[Problem]:
 def fabric_firewall_allow_list(inv: Inventory) -> Iterator[Problem]:
     """The firewall lets in the fabric of its group's hosts: a group with no host would drop every fabric packet, and
     each node's plan (the role's own rule, host/firewall.py) must hold: an IPv4 fabric address, addresses that parse."""
-    nodes = [h for h in inv.members(NODES) if _enabled(inv, h)]
+    nodes = [h for h in inv.members(NODES) if firewall_enabled(inv, h)]
     for host in nodes:
         group = inv.get(host, "fabric_firewall_group", NODES)
         members = inv.members(str(group))

@@ -4,10 +4,10 @@ before any change (roles/monitoring/README.md)."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall import firewall_enabled
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import NODES, Inventory, Problem
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types import (
     Check,
@@ -18,10 +18,10 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types im
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import ABS_PATH, per_value
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.firewall import scrape_addresses
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import server
 
 MONITORING = "monitoring"
-SLURM_CONTROLLERS = "slurm_controllers"
 DAY = 86400
 
 
@@ -78,7 +78,7 @@ def monitored_hosts(inv: Inventory) -> list[str]:
     """Every host the monitoring role runs on, when there is a monitoring host: none without one."""
     if not inv.members(MONITORING):
         return []
-    return list(dict.fromkeys(inv.members(NODES) + inv.members(SLURM_CONTROLLERS) + inv.members(MONITORING)))
+    return list(dict.fromkeys(h for group in server.SCRAPED for h in inv.members(group)))
 
 
 def monitoring_rows(inv: Inventory) -> Iterator[Problem]:
@@ -114,17 +114,15 @@ def monitoring_hosts(inv: Inventory) -> Iterator[Problem]:
             if port in taken:
                 yield Problem(host, name, f"is {port}, the port of {taken[port]} too: each daemon needs its own")
             taken.setdefault(port, name)
-    scraped = [
-        {"name": h, "address": inv.get(h, "monitoring_address") or inv.get(h, "ansible_host") or h} for h in hosts
-    ]
+    scraped = server.scrape_hosts(inv.groups, inv.hostvars)  # what the role's targets file will hold
     refused = server.target_problems(scraped, inv.get(monitors[0], "monitoring_node_exporter_port", 9100))
     for host, why in refused:
         yield Problem(host, "monitoring_address", why)
     # The fabric firewall lets the exporters answer the monitoring hosts by address (host/firewall.py).
-    if any(_firewalled(inv, h) for h in inv.members(NODES)):
+    if any(firewall_enabled(inv, h) for h in inv.members(NODES)):
         for item in scraped:
             bad = item["name"] in {h for h, _ in refused}
-            if item["name"] in monitors and not bad and not _ip(str(item["address"])):
+            if item["name"] in monitors and not bad and not _is_ip(str(item["address"])):
                 yield Problem(
                     item["name"],
                     "monitoring_address",
@@ -133,14 +131,10 @@ def monitoring_hosts(inv: Inventory) -> Iterator[Problem]:
                 )
 
 
-def _firewalled(inv: Inventory, host: str) -> bool:
-    value = inv.get(host, "fabric_firewall_enabled", True)
-    return value is not False and str(value).lower() not in ("false", "no", "off", "0")
-
-
-def _ip(text: str) -> bool:
+def _is_ip(address: str) -> bool:
+    """What the firewall's plan takes as a monitoring host's address (host/firewall.py scrape_addresses)."""
     try:
-        ipaddress.ip_address(text.strip("[]"))
-    except ValueError:
+        scrape_addresses([address])
+    except RuleError:
         return False
     return True

@@ -42,7 +42,7 @@ def _port_numbers(ports: list[Any]) -> list[int]:
     return sorted(numbers)
 
 
-def _scrapers(sources: list[Any]) -> dict[str, list[str]]:
+def scrape_addresses(sources: list[Any]) -> dict[str, list[str]]:
     """The monitoring hosts' addresses (Prometheus's sources), by family: each an IP address."""
     out: dict[str, list[str]] = {"scrape_v4": [], "scrape_v6": []}
     for source in sources or []:
@@ -94,7 +94,7 @@ def fabric_firewall_plan(
             "fabric_firewall: this node has no fabric interface with an IPv4 address (cluster_fabric_interfaces)"
         )
     numbers, scraped = _port_numbers(ports), _port_numbers(scrape_ports)
-    scrapers = _scrapers(scrape_sources)
+    scrapers = scrape_addresses(scrape_sources)
     if scraped and not scrapers["scrape_v4"] + scrapers["scrape_v6"]:
         raise RuleError("fabric_firewall: the exporters' ports would answer nobody: no monitoring host address")
     both = sorted(set(numbers) & set(scraped))
