@@ -35,6 +35,8 @@ HOST_PACKAGES = [
     # The validation probe's pair test runs on loopback in the unit tests
     # (tests/unit/plugins/module_utils/ladder/test_pairing.py).
     "iperf3",
+    # The lab's monitoring test photographs a training run's graph in Prometheus's UI (headless, no display).
+    "chromium",
 ]
 
 
@@ -142,9 +144,10 @@ def ansible_env() -> dict[str, str]:
     return env
 
 
-def playbook(name: str, *extra: str) -> float:
+def playbook(name: str, *extra: str, inventories: tuple[Path, ...] = ()) -> float:
     t0 = time.monotonic()
-    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), f"playbooks/{name}", *extra]
+    more = [arg for path in inventories for arg in ("-i", str(path))]
+    cmd = ["ansible-playbook", "-i", str(ROOT / "inventory" / "lab"), *more, f"playbooks/{name}", *extra]
     print(f"lab: {' '.join(cmd)}", flush=True)
     if subprocess.run(cmd, cwd=ROOT, env=ansible_env()).returncode != 0:
         raise SystemExit(f"lab: {name} failed")
@@ -176,9 +179,32 @@ def demo_corpus() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "texts"
 
 
+# The demo's monitoring: lab-node1 in group monitoring, through a second inventory file (the lab's own inventory, which
+# the suite converges, has none); Prometheus's port is the role's default.
+DEMO_MONITORING = cluster.STATE_ROOT / "demo-monitoring.yml"
+DEMO_QUERIES = (
+    'rdma_llm_train_tokens_per_second{{run_id="{run_id}"}}',
+    "rdma_llm_node_check_verdict",
+    "rate(rdma_llm_switch_port_pfc_pause_frames_total[1m])",
+    'node_network_up{{device="rdma0"}}',
+)
+
+
+def demo_monitoring() -> tuple[Path, str]:
+    """The demo's extra inventory and its Prometheus's address."""
+    import yaml
+
+    defaults = yaml.safe_load((ROOT / "roles" / "monitoring" / "defaults" / "main.yml").read_text())
+    DEMO_MONITORING.parent.mkdir(parents=True, exist_ok=True)
+    DEMO_MONITORING.write_text(json.dumps({"all": {"children": {"monitoring": {"hosts": {"lab-node1": {}}}}}}) + "\n")
+    return DEMO_MONITORING, f"http://{cluster.Node(1).mgmt_ip}:{defaults['monitoring_prometheus_port']}"
+
+
 def demo(args) -> int:
     state = cluster.up(args.hosts, rails=args.rails, slurm=not args.no_slurm)
-    took_site = playbook("site.yml")
+    monitoring, prometheus = demo_monitoring() if not args.no_monitoring else (None, None)
+    inventories = (monitoring,) if monitoring else ()
+    took_site = playbook("site.yml", inventories=inventories)
     took_validate, verdict = validate()
     run_id = time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
     took_train = 0.0
@@ -197,6 +223,7 @@ def demo(args) -> int:
             json.dumps(
                 {"train_launch_payload": {"batch_size": 8, "block_size": 128, "eval_interval": 50, "log_interval": 10}}
             ),
+            inventories=inventories,
         )
     print("\nlab demo: done")
     print(
@@ -226,7 +253,12 @@ def demo(args) -> int:
         print(f"  report    {run / 'report.md'}")
         print(f"  plots     {run / 'loss.png'}  {run / 'throughput.png'}")
         print(f"  per host  {run}/<host>/ (logs, metrics.jsonl, result.json); manifest {run / 'manifest.json'}")
-    print(f"  inventory {cluster.INVENTORY.relative_to(ROOT)}")
+    if prometheus:
+        print(f"  watch     {prometheus}/graph (from this machine; alerts {prometheus}/alerts), e.g.")
+        for query in DEMO_QUERIES:
+            print(f"            {query.format(run_id=run_id)}")
+    extra = f" and {monitoring.relative_to(ROOT)}" if monitoring else ""
+    print(f"  inventory {cluster.INVENTORY.relative_to(ROOT)}{extra}")
     print(f"  log in    ssh -i {cluster.KEY} root@{cluster.Node(1).mgmt_ip}")
     print("  stop      make lab-down")
     return 0
@@ -259,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument("--engine", choices=["ddp", "deepspeed"], default="ddp")
     p_demo.add_argument("--steps", type=int, default=200)
     p_demo.add_argument("--no-train", action="store_true", help="stop after site.yml")
+    p_demo.add_argument("--no-monitoring", action="store_true", help="no Prometheus on lab-node1")
     args = parser.parse_args(argv)
 
     if args.command == "host-packages":

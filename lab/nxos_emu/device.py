@@ -20,7 +20,7 @@ from . import grammar
 from .config import Node, natural_key, ordered_top, render_body, render_node
 from .counters import NAMES as COUNTER_NAMES
 from .counters import Counters, render_queuing
-from .output import apply_filters, expand_values, file_name, split_pipes
+from .output import apply_filters, checkpoint_summary, expand_values, file_name, interface_brief, split_pipes
 from .words import INVALID, Args, CliError, NoMatch, parse_interface, tokenize
 
 COPY_OK = [
@@ -281,6 +281,11 @@ class Device:
             tx_ppp = sum(c["tx-pause"] for c in per_cos)
             lines.append(f"{port:<19}{mode.capitalize():<5}{oper:<15}{rx_ppp:<11}{tx_ppp:<10}")
         return lines
+
+    def show_interface_brief(self) -> list[str]:
+        interfaces = [n for n in self.running.children if n.kind == "if" and n.key.startswith("interface Ethernet")]
+        ports = sorted(interfaces, key=lambda n: natural_key(n.key))
+        return interface_brief([(n.key.split(" ", 1)[1], n.find("shutdown") is not None) for n in ports])
 
     # -- counters ----------------------------------------------------------------------------------
     def add_counters(self, interface: str, qos_group: int, **deltas: int) -> None:
@@ -747,17 +752,7 @@ class Session:
         if what == "checkpoint":
             args.kw("summary")
             args.end()
-            out = []
-            for index, name in enumerate(dev.checkpoints, start=1):
-                out += [
-                    f"{index}) {name}:",
-                    "Created by admin",
-                    "Created at Mon, 00:00:00 01 Jan 2024",
-                    f"Size is {len(dev.checkpoints[name])} bytes",
-                    "Description: None",
-                    "",
-                ]
-            return out
+            return checkpoint_summary(dev.checkpoints)
         if what == "policy-map":
             return self._show_policy_map(args)
         if what == "queuing":
@@ -767,7 +762,9 @@ class Session:
             args.end()
             return dev.show_queuing(port)
         # interface ...
-        args.kw("priority-flow-control")
+        if args.kw("priority-flow-control", "brief") == "brief":
+            args.end()
+            return dev.show_interface_brief()
         args.end()
         return dev.show_pfc()
 

@@ -1,5 +1,6 @@
 """What exec output goes through before it is printed: the `| include/exclude/section/begin/json` filters, DSCP
-lists as NX-OS writes them, and bootflash file names."""
+lists as NX-OS writes them, bootflash file names, and the tables of `show interface brief` and `show checkpoint
+summary`."""
 
 from __future__ import annotations
 
@@ -58,3 +59,27 @@ def split_pipes(line: str) -> tuple[str, list[str]]:
 def file_name(name: str) -> str:
     name = name.removeprefix("bootflash:").lstrip("/")
     return f"bootflash:{name}"
+
+
+_RULE = "-" * 80
+
+
+def interface_brief(ports: list[tuple[str, bool]]) -> list[str]:
+    """`show interface brief`'s Ethernet table as NX-OS 9.3 prints it (ntc-templates' raw sample of a Nexus):
+    [(port, shut down), ...]. The emulator has no cables, so a port is up unless it is shut down."""
+    out = ["", _RULE, "Ethernet      VLAN    Type Mode   Status  Reason                   Speed     Port",
+           "Interface                                                                    Ch #", _RULE]  # fmt: skip
+    for port, shut in ports:
+        status, reason = ("down", "Administratively down") if shut else ("up", "none")
+        name = port.replace("Ethernet", "Eth", 1)
+        out.append(f"{name:<14}{'1':<8}eth  access {status:<8}{reason:<25}{'100G(D)':>9} --")
+    return [*out, ""]
+
+
+def checkpoint_summary(checkpoints: dict[str, str]) -> list[str]:
+    """`show checkpoint summary`: one block per checkpoint ({name: body}), in the order they were made."""
+    out = []
+    for index, (name, body) in enumerate(checkpoints.items(), start=1):
+        out += [f"{index}) {name}:", "Created by admin", "Created at Mon, 00:00:00 01 Jan 2024",
+                f"Size is {len(body)} bytes", "Description: None", ""]  # fmt: skip
+    return out

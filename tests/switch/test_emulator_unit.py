@@ -474,3 +474,16 @@ def test_lldp_neighbours_come_from_the_wiring_file_once_lldp_is_on(cli, dev, tmp
     }  # fmt: skip
     assert errors(run(cli, "configure terminal", "no feature lldp", "end")) == []
     assert run(cli, "show lldp neighbors detail") == ["% Invalid command at '^' marker."]
+
+
+def test_interface_brief_is_the_table_the_monitoring_parser_reads(dev, cli) -> None:
+    """`show interface brief`: every Ethernet port up but the one shut down, in the layout monitoring/switch.py's
+    parse_brief reads from a real Nexus (its test's sample)."""
+    from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.switch import parse_brief
+
+    assert errors(run(cli, "configure terminal", "interface ethernet 1/3", "shutdown", "end")) == []
+    out = run(cli, "show interface brief")
+    links = parse_brief("\n".join(out))
+    assert links == {f"Ethernet1/{n}": n != 3 for n in range(1, dev.info.ethernet_ports + 1)}, out
+    assert "Eth1/3        1       eth  access down    Administratively down" in "\n".join(out)
+    assert parse_brief("\n".join(run(cli, "show int br"))) == links

@@ -67,6 +67,7 @@ MONITORING_ROWS: tuple[tuple[str, Check], ...] = (
     ("monitoring_textfile_dir", ABS_PATH),
     ("monitoring_node_check_state_dir", ABS_PATH),
     ("monitoring_train_root", ABS_PATH),
+    ("monitoring_grafana_dashboards_dir", text(r"^(|/[^\x00-\x1f\x7f]*)$", "empty, or an absolute path")),
     ("monitoring_reset_packages", boolean()),
 )
 MONITORING_VARIABLES = (*(name for name, _ in MONITORING_ROWS), "monitoring_address")

@@ -6,7 +6,9 @@ Rank 0's records carry the global numbers (loss averaged over ranks, tokens/s of
 from __future__ import annotations
 
 import json
+import math
 import time
+import urllib.parse
 from pathlib import Path
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import fabric as train_fabric
@@ -192,6 +194,7 @@ def markdown(s: dict) -> str:
         *straggler_lines(s.get("stragglers") or {}),
         *hang_lines(s.get("hang")),
         *(train_fabric.markdown(s["fabric"]) if s.get("fabric") else []),
+        *monitoring_lines(s),
         *(
             [
                 "NCCL's transport, from its own log on each host (logs/nccl.*.log):",
@@ -213,6 +216,48 @@ def markdown(s: dict) -> str:
         "environment, command lines, package versions and checkpoint paths.",
     ]
     return "\n".join(lines) + "\n"
+
+
+# The run's series on Prometheus's graph page (its 2.x UI reads g<N>.expr, .tab, .range_input, .end_input), over the
+# play's start to end with a minute either side; the switch ports' counters on the same time axis.
+RUN_QUERIES = (
+    ("tokens/s per rank", "rdma_llm_train_tokens_per_second{{run_id={run}}}"),
+    ("step and loss per rank", "rdma_llm_train_step{{run_id={run}}}"),
+    ("ranks alive", "sum(rdma_llm_train_rank_alive{{run_id={run}}})"),
+    ("switch ports' PFC pauses/s", "rate(rdma_llm_switch_port_pfc_pause_frames_total[1m])"),
+    ("switch ports' drops/s by qos-group", "rate(rdma_llm_switch_port_drops_total[1m])"),
+)
+
+
+def monitoring_links(s: dict) -> list[tuple[str, str]]:
+    """[(what, URL)] of the run's queries on the first monitoring host's Prometheus; none without one."""
+    urls, span = s.get("prometheus") or [], s.get("time_range") or []
+    if not urls or len(span) != 2:
+        return []
+    start, end = math.floor(span[0]) - 60, math.ceil(span[1]) + 60
+    run = json.dumps(str(s["run_id"]))  # a PromQL string, quoted as Go reads it
+    out = []
+    for what, expr in RUN_QUERIES:
+        query = urllib.parse.urlencode({
+            "g0.expr": expr.format(run=run), "g0.tab": "0", "g0.range_input": f"{end - start}s",
+            "g0.end_input": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(end)),
+        })  # fmt: skip
+        out.append((what, f"{urls[0]}/graph?{query}"))
+    return out
+
+
+def monitoring_lines(s: dict) -> list[str]:
+    links = monitoring_links(s)
+    if not links:
+        return []
+    start, end = s["time_range"]
+    return [
+        f"On the cluster's Prometheus ({s['prometheus'][0]}), {_clock(start)} to {_clock(end)} and a minute either "
+        "side:",
+        "",
+        *(f"- [{what}]({url})" for what, url in links),
+        "",
+    ]
 
 
 def hang_lines(hang: dict | None) -> list[str]:
@@ -288,6 +333,8 @@ def write(run: Path) -> list[str]:
         lines.append(f"fabric: lossless during this run: {lossless} ({fabric.get('reason')})"[:400])
     for line in transport_lines(summary["nccl"]):
         lines.append(f"nccl:   {line}")
+    for what, url in monitoring_links(summary)[:1]:
+        lines.append(f"prometheus: {url} ({what}; report.md has the rest)")
     lines.append(f"report: {run / 'report.md'}")
     for name in made:
         lines.append(f"plot:   {run / name}")

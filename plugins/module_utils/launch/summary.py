@@ -194,6 +194,9 @@ def summarise(run: Path) -> dict:
     summary["quarantined"] = quarantines(rank0, launched)
     # The launch's watch saw the steps stall and dumped every rank (module_utils/launch/hang.py's verdict).
     summary["hang"] = manifest.get("hang")
+    # Where the run is on the monitoring's timeline: the play's start and end, and each monitoring host's Prometheus.
+    summary["time_range"] = [float(manifest["timings"]["started_epoch"]), float(manifest["timings"]["ended_epoch"])]
+    summary["prometheus"] = list((manifest.get("monitoring") or {}).get("prometheus") or [])
     # The fabric's counters over the job (module_utils/launch/fabric.py): fabric.json, when the launch read them.
     fabric = run / "fabric.json"
     summary["fabric"] = json.loads(fabric.read_text()) if fabric.exists() else None

@@ -77,6 +77,10 @@ DEFAULTS = {
     # severity info, a fabric that stays congested.
     "ecn_marks_per_second": 0,
     "ecn_for": "10m",
+    # A switch's poll (a monitoring host's rdma_llm_switch_<switch>.prom, roles/monitoring tasks/switches.yml) older
+    # than this: 10 m, ten polls of the controller's timer at the 1 m its README gives: the project's choice. Its
+    # counters are frozen then, not quiet.
+    "switch_read_stale_after": "10m",
     # The lossless qos-group, whose drops must stay zero: the node check's nodrop_priority (cluster_nodrop_cos, 3).
     "nodrop_qos_group": NODE_CHECK["nodrop_priority"],
     # GPU memory: the node check's thresholds (uncorrectable ECC since the driver loaded: GCM check-nvidia-smi 0;
@@ -110,6 +114,7 @@ NODE_EXPORTER = {
     "node_filesystem_avail_bytes": "filesystem: space available to non-root users",
     "node_filesystem_size_bytes": "filesystem: size",
     "node_filesystem_readonly": "filesystem: 1 when mounted read-only",
+    "node_textfile_mtime_seconds": "textfile: each file's modification time (label file)",
 }
 # The node check's error_counters (sysfs counters/ names) as node_exporter 1.5's infiniband collector names them.
 PORT_ERRORS = {
@@ -229,6 +234,13 @@ RULES = (
          "The collector on {{ $labels.instance }} has not read switch {{ $labels.switch }} for %down_for: its "
          "management address, its login or the switch is down. Its ports are not watched meanwhile.",
          "the switch's CLI does not answer", "Prometheus docs, InstanceDown"),
+    Rule("RdmaLlmSwitchReadStale", "rdma_llm_switches",
+         'time() - node_textfile_mtime_seconds{file=~"(.*/)?rdma_llm_switch_.+[.]prom"} > %switch_read_stale_after_s',
+         None, "warning", "The switches' poll on {{ $labels.instance }} is stale",
+         "{{ $labels.file }} on {{ $labels.instance }} was written {{ $value | humanizeDuration }} ago (over "
+         "%switch_read_stale_after): that switch's counters are frozen, not quiet; its poll "
+         "(playbooks/monitoring_switches.yml) has stopped.",
+         "a switch poll's file is older than switch_read_stale_after", "the project's choice: ten 1 m polls"),
     Rule("RdmaLlmSwitchPortDown", "rdma_llm_switches", "rdma_llm_switch_port_up == 0", "link_down_for", "critical",
          "Port {{ $labels.port }} of switch {{ $labels.switch }} is down",
          "{{ $labels.port }} of {{ $labels.switch }} has been down for %link_down_for: the host behind it lost "
@@ -395,6 +407,7 @@ CHECKS = {
     "collector_failing_for": _duration,
     "disk_free_min": lambda n, v: _number(n, v, 0, 1, open_lo=True),
     "disk_full_for": lambda n, v: _duration(n, v, zero=True),
+    "switch_read_stale_after": _duration,
     "train_stall_after": _duration,
     "train_throughput_min_ratio": lambda n, v: _number(n, v, 0, 1, open_lo=True),
     "train_throughput_window": _duration,
@@ -423,7 +436,8 @@ def _text(value) -> str:
 
 # The values derived from a parameter, by the parameter they come from.
 DERIVED = {"fabric_regex": "fabric_interfaces", "transport_regex": "transport_counters",
-           "train_stall_after_s": "train_stall_after"}  # fmt: skip
+           "train_stall_after_s": "train_stall_after",
+           "switch_read_stale_after_s": "switch_read_stale_after"}  # fmt: skip
 
 
 def _values(p: dict) -> dict:
@@ -431,7 +445,8 @@ def _values(p: dict) -> dict:
     out = {k: _text(v) for k, v in p.items() if not isinstance(v, list)}
     out["fabric_regex"] = interface_regex(p["fabric_interfaces"]) if p["fabric_interfaces"] else ""
     out["transport_regex"] = "|".join(p["transport_counters"])
-    out["train_stall_after_s"] = _text(seconds(p["train_stall_after"]))
+    for name in ("train_stall_after", "switch_read_stale_after"):
+        out[f"{name}_s"] = _text(seconds(p[name]))
     return out
 
 

@@ -127,7 +127,20 @@ def scrape_hosts(groups: dict, hostvars: dict, only: tuple = SCRAPED) -> list:
     return out
 
 
+def prometheus_urls(groups: dict, hostvars: dict, port) -> list:
+    """Each monitoring host's Prometheus, `http://<address>:<port>` (an IPv6 address in brackets): what a run's
+    report links to."""
+    out = []
+    for host in scrape_hosts(groups, hostvars, "monitoring"):
+        address = str(host["address"])
+        if ":" in address and not address.startswith("["):
+            address = f"[{address}]"
+        out.append(f"http://{address}:{int(port)}")
+    return out
+
+
 FILTERS = {
+    "monitoring_prometheus_urls": prometheus_urls,
     "monitoring_scrape_hosts": scrape_hosts,
     "monitoring_targets": targets,
     "monitoring_alertmanager_config": alertmanager_config,

@@ -95,3 +95,28 @@ def samples(reads: dict, ports: dict | None = None) -> list:
 
 def textfile(reads: dict, ports: dict | None = None) -> str:
     return render(METRICS, samples(reads, ports))
+
+
+# -- the monitoring role's poll (tasks/switches.yml: nxos_command on each switch, over its network_cli login) --------
+def commands(ports) -> list:
+    """What one poll sends: the PFC table and the link table for every port, a queuing table per port kept."""
+    return ["show interface priority-flow-control", "show interface brief",
+            *(f"show queuing interface {port_name(p)}" for p in ports or [])]  # fmt: skip
+
+
+def read_of(result) -> dict | None:
+    """nxos_command's registered result for commands() -> the read samples() takes; None when the switch did not
+    answer (unreachable, a login or a command refused: no counters are made up from half a read)."""
+    result = result if isinstance(result, dict) else {}
+    stdout = result.get("stdout")
+    if result.get("failed") or result.get("unreachable") or not isinstance(stdout, list) or len(stdout) < 2:
+        return None
+    return {"pfc": stdout[0], "brief": stdout[1], "queuing": "\n".join(str(s) for s in stdout[2:])}
+
+
+def poll_textfile(result, switch: str, ports) -> str:
+    """One switch's poll as node_exporter's textfile (`rdma_llm_switch_<switch>.prom` on each monitoring host)."""
+    return textfile({switch: read_of(result)}, {switch: list(ports or [])})
+
+
+FILTERS = {"monitoring_switch_commands": commands, "monitoring_switch_textfile": poll_textfile}

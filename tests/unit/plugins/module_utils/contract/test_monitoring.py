@@ -74,6 +74,8 @@ BAD: list[tuple[str, Change, list[str]]] = [
       " (got '0s')"]),
     ("reset-packages-not-a-boolean", everywhere("monitoring_reset_packages", "ture"),
      ["all: monitoring_reset_packages must be true or false (got 'ture')"]),
+    ("grafana-folder-relative", setv("mon", "monitoring_grafana_dashboards_dir", "grafana/dashboards"),
+     ["mon: monitoring_grafana_dashboards_dir must be empty, or an absolute path (got 'grafana/dashboards')"]),
     ("two-hosts-one-address", setv("mon", "ansible_host", "192.168.48.175"),
      ["n1: monitoring_address is 192.168.48.175, as mon's: each host needs its own address"]),
     ("address-with-a-path", setv("mon", "monitoring_address", "head/9090"),
@@ -107,6 +109,7 @@ def test_the_monitored_cluster_holds() -> None:
         everywhere("monitoring_collector_interval", "5min"),
         setv("mon", "monitoring_address", "[fd00::20]"),
         both(setv("mon", "ansible_host", "head"), everywhere("fabric_firewall_enabled", False)),
+        setv("mon", "monitoring_grafana_dashboards_dir", "/var/lib/grafana/dashboards/rdma-llm"),
     ],
     ids=[
         "scrape-1s",
@@ -116,6 +119,7 @@ def test_the_monitored_cluster_holds() -> None:
         "collector-5min",
         "address-ipv6",
         "name-without-firewall",
+        "grafana-folder",
     ],
 )
 def test_the_limits_themselves_are_allowed(change) -> None:

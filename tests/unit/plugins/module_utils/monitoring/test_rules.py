@@ -143,6 +143,7 @@ def test_the_defaults_are_the_node_checks() -> None:
 
 
 def _names(expr: str) -> set:
+    expr = re.sub(r'"[^"]*"', '""', expr)  # label values (a file name's pattern) are not metric names
     return set(re.findall(r"\b(?:rdma_llm|node)_[a-z0-9_]+\b", expr)) | (
         {"up"} if re.search(r"\bup\{", expr) else set()
     )

@@ -107,3 +107,15 @@ def test_alertmanager_gossips_only_with_other_monitoring_hosts() -> None:
         "--cluster.peer=m2:9094",
         "--cluster.peer=m3:9094",
     ]
+
+
+def test_prometheus_urls_are_the_monitoring_hosts_addresses() -> None:
+    groups = {"monitoring": ["head", "head2", "head3"], "rdma_nodes": ["n1"]}
+    hostvars = {"head": {"ansible_host": "10.0.0.5"}, "head2": {"monitoring_address": "fd00::20"},
+                "head3": {"monitoring_address": "[fd00::21]"}, "n1": {"ansible_host": "10.0.0.6"}}  # fmt: skip
+    assert server.prometheus_urls(groups, hostvars, "9090") == [
+        "http://10.0.0.5:9090",
+        "http://[fd00::20]:9090",
+        "http://[fd00::21]:9090",
+    ]
+    assert server.prometheus_urls({"rdma_nodes": ["n1"]}, hostvars, 9090) == []

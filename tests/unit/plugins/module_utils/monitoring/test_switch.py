@@ -4,6 +4,7 @@ values ours; see that folder's README) and BRIEF below."""
 
 from __future__ import annotations
 
+import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import switch
 
 from tests.unit.plugins.module_utils.monitoring.monitoring_helpers import fixture, names, parse, series, value
@@ -82,3 +83,49 @@ def test_the_ports_kept_are_the_ones_given_in_either_spelling() -> None:
 def test_without_queuing_only_the_pfc_counters() -> None:
     text = switch.textfile({"leaf1": {"pfc": fixture("validate/nxos_pfc.txt")}})
     assert names(text) == {"rdma_llm_switch_up", "rdma_llm_switch_port_pfc_pause_frames_total"}
+
+
+def test_a_poll_sends_the_two_tables_and_a_queuing_table_per_port() -> None:
+    assert switch.commands(["Ethernet1/1", "Eth1/2"]) == [
+        "show interface priority-flow-control",
+        "show interface brief",
+        "show queuing interface Ethernet1/1",
+        "show queuing interface Ethernet1/2",
+    ]
+    assert switch.commands([]) == switch.commands(None) == switch.commands([])[:2]
+
+
+def test_a_polls_result_in_the_order_of_its_commands() -> None:
+    queuing = fixture("validate/nxos_queuing.txt")
+    result = {"changed": False, "stdout": [fixture("validate/nxos_pfc.txt"), BRIEF, queuing, ""]}
+    assert switch.read_of(result) == {"pfc": result["stdout"][0], "brief": BRIEF, "queuing": queuing + "\n"}
+    text = switch.poll_textfile(result, "leaf1", ["Ethernet1/1"])
+    assert value(text, "rdma_llm_switch_up", switch="leaf1") == 1
+    assert {dict(k)["port"] for n, k in parse(text) if n != "rdma_llm_switch_up"} == {"Ethernet1/1"}
+    assert value(text, "rdma_llm_switch_port_up", switch="leaf1", port="Ethernet1/1") == 1
+    assert value(text, "rdma_llm_switch_port_ecn_marked_total", switch="leaf1", port="Ethernet1/1", qos_group=3) == 4711
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"unreachable": True, "msg": "ssh: connect to host leaf1 port 22: Connection refused"},
+        {"failed": True, "msg": "Invalid command", "stdout": ["x", "y"]},
+        {"changed": False, "stdout": ["only the PFC table"]},
+        {"changed": False},
+        None,
+        "not a result",
+    ],
+)
+def test_a_switch_that_did_not_answer_the_poll_is_down_with_no_ports(result) -> None:
+    assert switch.read_of(result) is None
+    text = switch.poll_textfile(result, "leaf1", ["Ethernet1/1"])
+    assert list(parse(text)) == [("rdma_llm_switch_up", (("switch", "leaf1"),))]
+    assert value(text, "rdma_llm_switch_up", switch="leaf1") == 0
+
+
+def test_the_filters_are_the_polls_functions() -> None:
+    from ansible_collections.rdma_llm.cluster.plugins.filter.monitoring import FilterModule
+
+    filters = FilterModule().filters()
+    assert {"monitoring_switch_commands", "monitoring_switch_textfile"} <= set(filters)
