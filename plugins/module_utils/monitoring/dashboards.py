@@ -46,6 +46,7 @@ NODE = 'job="node"'
 HOST = f'{NODE}, instance=~"$instance"'
 FABRIC = 'device=~"%fabric"'
 RUN = 'run_id=~"$run_id"'
+FABRIC_LINKS = Panel("Fabric links up", f"node_network_up{{{FABRIC}}}", "short", "{{instance}} {{device}}")
 SWITCH_PANELS = (
     Panel("Switches answering", "rdma_llm_switch_up", "short", "{{switch}}"),
     Panel("Switch ports up", "rdma_llm_switch_port_up", "short", "{{switch}} {{port}}"),
@@ -62,7 +63,7 @@ DASHBOARDS = {
     "rdma-llm-cluster": Dashboard("rdma-llm-cluster: cluster", (), (
         Panel("Nodes scraped", f"sum(up{{{NODE}}})", "short", "up", kind="stat"),
         Panel("Node check verdict (0 pass, 1 warn, 2 fail)", "rdma_llm_node_check_verdict", "short", "{{instance}}"),
-        Panel("Fabric links up", f"node_network_up{{{FABRIC}}}", "short", "{{instance}} {{device}}"),
+        FABRIC_LINKS,
         Panel("Slurm nodes by state", "rdma_llm_slurm_nodes", "short", "{{state}}"),
         Panel("Slurm jobs by state", "rdma_llm_slurm_jobs", "short", "{{state}}"),
         Panel("Training tokens/s by run", "sum by (run_id) (rdma_llm_train_tokens_per_second)", "short", "{{run_id}}",
@@ -86,7 +87,7 @@ DASHBOARDS = {
               "{{instance}} {{collector}}"),
     )),
     "rdma-llm-fabric": Dashboard("rdma-llm-cluster: fabric and switch ports", (), (
-        Panel("Fabric links up", f"node_network_up{{{FABRIC}}}", "short", "{{instance}} {{device}}"),
+        FABRIC_LINKS,
         Panel("Fabric link downs in the last hour",
               f"increase(node_network_carrier_down_changes_total{{{FABRIC}}}[1h])", "short", "{{instance}} {{device}}"),
         Panel("NIC PFC pause frames/s", f"rate(rdma_llm_nic_pfc_pause_frames_total[{RATE}])", "pps",

@@ -231,7 +231,7 @@ RULES = (
          "ECN-marked packets arrive for ecn_for", "node check report_counters (reported, not judged)"),
     Rule("RdmaLlmSwitchDown", "rdma_llm_switches", "rdma_llm_switch_up == 0", "down_for", "critical",
          "Switch {{ $labels.switch }} does not answer",
-         "The collector on {{ $labels.instance }} has not read switch {{ $labels.switch }} for %down_for: its "
+         "The poll written on {{ $labels.instance }} has not read switch {{ $labels.switch }} for %down_for: its "
          "management address, its login or the switch is down. Its ports are not watched meanwhile.",
          "the switch's CLI does not answer", "Prometheus docs, InstanceDown"),
     Rule("RdmaLlmSwitchReadStale", "rdma_llm_switches",

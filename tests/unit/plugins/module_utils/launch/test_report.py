@@ -10,27 +10,8 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import rep
 from tests.unit.plugins.module_utils.launch.run_records import RESTART, rec
 
 
-def test_report_names_quarantined_checkpoints(tmp_path) -> None:
-    """report.json, report.md and the play's summary lines of a run whose restart fell back (R.write)."""
-    bad = {"checkpoint": "step_0000015", "why": "n1: model.pt has 1000 bytes, 9000 when saved"}
-    records = [*RESTART[:6], rec(135, "resume", step=10, quarantined=[bad]), *RESTART[7:]]
-    manifest = {
-        "run_id": "r1", "outcome": "completed", "message": "", "engine": "ddp", "model": "tiny", "launch_id": "A",
-        "nodes": [{"host": "n1"}], "timings": {"started_epoch": 90, "launched_epoch": 100, "ended_epoch": 150},
-    }  # fmt: skip
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    (tmp_path / "n1" / "out").mkdir(parents=True)
-    (tmp_path / "n1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    lines = R.write(tmp_path)
-    said = "step_0000015 at 00:02:15 UTC (n1: model.pt has 1000 bytes, 9000 when saved): resumed from step 10"
-    assert f"quarantined: {said}" in lines
-    assert f"- {said}" in (tmp_path / "report.md").read_text()
-    assert json.loads((tmp_path / "report.json").read_text())["quarantined"] == [
-        {"time": 135, "resumed_at_step": 10, **bad}
-    ]
-
-
-def _run(tmp_path, **manifest_extra):
+def _run(tmp_path, records=RESTART, **manifest_extra):
+    """A collected run of one host (n1) with these records, reported (R.write): the play's summary lines."""
     manifest = {
         "run_id": "r1", "outcome": "completed", "message": "", "engine": "ddp", "model": "tiny", "launch_id": "A",
         "nodes": [{"host": "n1"}], "timings": {"started_epoch": 90, "launched_epoch": 100, "ended_epoch": 150},
@@ -38,8 +19,21 @@ def _run(tmp_path, **manifest_extra):
     }  # fmt: skip
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     (tmp_path / "n1" / "out").mkdir(parents=True)
-    (tmp_path / "n1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RESTART))
+    (tmp_path / "n1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return R.write(tmp_path)
+
+
+def test_report_names_quarantined_checkpoints(tmp_path) -> None:
+    """report.json, report.md and the play's summary lines of a run whose restart fell back (R.write)."""
+    bad = {"checkpoint": "step_0000015", "why": "n1: model.pt has 1000 bytes, 9000 when saved"}
+    records = [*RESTART[:6], rec(135, "resume", step=10, quarantined=[bad]), *RESTART[7:]]
+    lines = _run(tmp_path, records)
+    said = "step_0000015 at 00:02:15 UTC (n1: model.pt has 1000 bytes, 9000 when saved): resumed from step 10"
+    assert f"quarantined: {said}" in lines
+    assert f"- {said}" in (tmp_path / "report.md").read_text()
+    assert json.loads((tmp_path / "report.json").read_text())["quarantined"] == [
+        {"time": 135, "resumed_at_step": 10, **bad}
+    ]
 
 
 def test_with_a_monitoring_host_the_report_links_the_run_on_prometheus(tmp_path) -> None:
