@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import ROOT, STATE_ROOT, podman, vault
+from lab import ROOT, STATE_ROOT, cgroups, podman, vault
 from lab.image import ensure_image
 
 LABEL = "io.rdma-llm-cluster.lab"
@@ -157,6 +157,7 @@ def down() -> None:
     # switches are new, and their first apply keeps their own.
     for kept in (ROOT / "artifacts" / "nxos_baseline").glob("lab-*.cfg"):
         kept.unlink(missing_ok=True)
+    cgroups.remove(cgroups.LAB_GROUP)
 
 
 def _gone(pid: int) -> bool:
@@ -236,18 +237,18 @@ def ensure_networks(rails: int = 1) -> None:
 
 
 def start_node(node: Node, image: str, rails: int = 1) -> None:
-    podman.run(*node_run_args(node, rails), image)
+    podman.run(*node_run_args(node, rails, cgroups.cpu_group(cgroups.LAB_GROUP, cgroups.LAB_SHARES)), image)
 
 
-# The lab's hosts outrank other containers on the machine for the CPU (cgroup cpu.shares / cpu.weight; podman's
-# default is 1024): every container of the machine shares one parent group, so the test suite's Molecule
-# containers beside the lab otherwise take an equal share each from the lab's training ranks. Only the split
-# among containers changes; a lab alone on the machine runs as before.
+# The lab's hosts outrank other containers on the machine for the CPU: they run in a top-level group of their own
+# (lab/cgroups.py) where the machine allows it, and among its other containers by their shares (podman's default is
+# 1024). Only the split under contention changes; a lab alone on the machine runs as before.
 NODE_CPU_SHARES = 8192
 
 
-def node_run_args(node: Node, rails: int = 1) -> list[str]:
-    """`podman run` for a lab host, less the image: systemd as PID 1, management and one fabric NIC per rail."""
+def node_run_args(node: Node, rails: int = 1, cgroup_parent: str | None = None) -> list[str]:
+    """`podman run` for a lab host, less the image: systemd as PID 1, management and one fabric NIC per rail;
+    in the CPU group `cgroup_parent` where one is given."""
     args = [
         "run",
         "-d",
@@ -261,6 +262,7 @@ def node_run_args(node: Node, rails: int = 1) -> list[str]:
         f"{RAILS_LABEL}={rails}",
         "--systemd=always",
         f"--cpu-shares={NODE_CPU_SHARES}",
+        *([f"--cgroup-parent={cgroup_parent}"] if cgroup_parent else []),
         # netplan apply needs rw /sys (udevadm trigger); ping needs NET_RAW.
         "--privileged",
         # /etc/hosts stays the host's own file, managed by the common role as on a real server.

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from xdist.scheduler import LoadScheduling
 
+from lab import cgroups
+
 LAB_MODULE = re.compile(r"(^|/)test_lab_\d")
 LAB_WORKER, REST_WORKER = "gw0", "gw1"
 
@@ -39,14 +41,23 @@ def runs_the_rest(config) -> bool:
 
 
 # The lab's lane is the suite's critical path (67 min against ~49 for the rest in a fresh clone, 2026-11-26): the
-# other lane yields the CPU to it (its children inherit the niceness: payload runs, Molecule, ansible).
+# other lane yields the CPU to it. Niceness orders processes within one cpu group only, and the lab's hosts run in
+# their own (lab/cgroups.py), so each lane's worker also joins a group: the lab's with its hosts, the rest's (with
+# its children: payload runs, Molecule's controller, ansible) at 1/32 of the lab's shares. Only contention is
+# arbitrated: the rest's lane still gets every CPU the lab leaves idle.
 REST_NICE = 10
 
 
-def yield_to_the_lab(config) -> None:
-    """In the rest's worker of a two-lane run, lower this process's CPU priority (REST_NICE)."""
-    if lane_worker(config) == REST_WORKER:
+def yield_to_the_lab(config, cgroup_root: Path | None = cgroups.ROOT) -> None:
+    """In a two-lane run, put each lane's worker in its cpu group (none with `cgroup_root` None) and lower the
+    rest's worker's CPU priority (REST_NICE)."""
+    worker = lane_worker(config)
+    if worker == REST_WORKER:
         os.nice(REST_NICE)
+        if cgroup_root is not None:
+            cgroups.join(cgroups.REST_GROUP, cgroups.REST_SHARES, root=cgroup_root)
+    elif worker == LAB_WORKER and cgroup_root is not None:
+        cgroups.join(cgroups.LAB_GROUP, cgroups.LAB_SHARES, root=cgroup_root)
 
 
 # The lab's first converge is where it needs the machine most (apt, dpkg, pip in its hosts: 227 s alone, 750 s with

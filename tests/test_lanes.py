@@ -20,7 +20,7 @@ import pytest
 from tests.lanes import LaneScheduling, runs_the_rest, yield_to_the_lab
 
 def pytest_configure(config):
-    yield_to_the_lab(config)
+    yield_to_the_lab(config, cgroup_root=None)
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
