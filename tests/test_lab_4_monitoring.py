@@ -217,6 +217,11 @@ def test_prometheus_sees_the_lab_and_real_faults_fire_their_alerts(lab_cluster, 
         assert sample(f'rdma_llm_switch_port_drops_total{{{port2}, qos_group="3"}}') == 5
         assert sample(f'rdma_llm_switch_port_ecn_marked_total{{{port2}, qos_group="3"}}') == 7
         assert sample('sum(rdma_llm_switch_port_drops_total{switch="lab-switch", port="Ethernet1/1"})') == 0
+        # The node behind each port, from the inventory's port map: the join from a port to its node's series.
+        behind = query('rdma_llm_switch_port_node_info{switch="lab-switch"}')
+        assert sorted((s["metric"]["port"], s["metric"]["node"], s["metric"]["nic"]) for s in behind) == [
+            ("Ethernet1/1", "lab-node1", cluster.FABRIC_IFNAME), ("Ethernet1/2", "lab-node2", cluster.FABRIC_IFNAME)
+        ], behind  # fmt: skip
         # The poll again (what the controller's timer runs): the moved counters arrive, nothing else is touched.
         counters.write_text(json.dumps({"Ethernet1/2": {"3": {"dropped": 5, "tx-pause": 100, "ecn-marked": 7}}}))
         out = monitoring(inventory, "monitoring_switches.yml")
@@ -259,6 +264,13 @@ def test_prometheus_sees_the_lab_and_real_faults_fire_their_alerts(lab_cluster, 
                 found = query(dashboards.lab_query(panel.expr, {"instance": ".+", "run_id": run_id}))
                 (lacking if panel.needs in NOT_IN_THE_LAB else shown).append((uid, panel.title, len(found)))
         assert [s for s in shown if s[2] == 0] == [], shown
+        # The run's own switch ports: ECN marks of qos-group 3 on each of its nodes' ports, lab-node2's Ethernet1/2.
+        ecn = query(
+            dashboards.lab_query(dashboards.run_ports("rdma_llm_switch_port_ecn_marked_total"), {"run_id": run_id})
+        )
+        assert {(s["metric"]["node"], s["metric"]["port"]) for s in ecn if s["metric"]["qos_group"] == "3"} == {
+            ("lab-node1", "Ethernet1/1"), ("lab-node2", "Ethernet1/2")
+        }, ecn  # fmt: skip
         print(f"dashboards: {len(shown)} panels with series; not in the lab: {[(u, t) for u, t, _ in lacking]}")
 
         # The exporters' firewall: open to anyone before the fabric firewall knows the monitoring host; then

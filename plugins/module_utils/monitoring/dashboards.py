@@ -46,6 +46,19 @@ NODE = 'job="node"'
 HOST = f'{NODE}, instance=~"$instance"'
 FABRIC = 'device=~"%fabric"'
 RUN = 'run_id=~"$run_id"'
+# A switch port counter's rate with the node behind the port, kept to the nodes of the selected runs: the switch ports
+# of a run on its own timeline (rdma_llm_switch_port_node_info is written by every monitoring host: max by drops the
+# copies; a run's nodes are the instances its ranks' series come from).
+RUN_NODES = f'label_replace(max by (instance) (rdma_llm_train_rank_alive{{{RUN}}}), "node", "$1", "instance", "(.*)")'
+
+
+def run_ports(counter: str) -> str:
+    return (
+        f"(rate({counter}[{RATE}]) * on (switch, port) group_left (node) max by (switch, port, node) "
+        f"(rdma_llm_switch_port_node_info)) and on (node) {RUN_NODES}"
+    )
+
+
 FABRIC_LINKS = Panel("Fabric links up", f"node_network_up{{{FABRIC}}}", "short", "{{instance}} {{device}}")
 SWITCH_PANELS = (
     Panel("Switches answering", "rdma_llm_switch_up", "short", "{{switch}}"),
@@ -135,7 +148,12 @@ DASHBOARDS = {
         Panel("Seconds since a rank's last step", f"time() - rdma_llm_train_last_step_timestamp_seconds{{{RUN}}}", "s",
               "{{run_id}} rank {{rank}}", "training"),
         Panel("Restarts", f"rdma_llm_train_restarts_total{{{RUN}}}", "short", "{{run_id}} rank {{rank}}", "training"),
-        *SWITCH_PANELS[2:5],
+        Panel("PFC pause frames/s on the run's switch ports", run_ports("rdma_llm_switch_port_pfc_pause_frames_total"),
+              "pps", "{{node}} {{switch}} {{port}} {{direction}}", "training"),
+        Panel("Drops/s on the run's switch ports", run_ports("rdma_llm_switch_port_drops_total"), "pps",
+              "{{node}} {{switch}} {{port}} q{{qos_group}}", "training"),
+        Panel("ECN marks/s on the run's switch ports", run_ports("rdma_llm_switch_port_ecn_marked_total"), "pps",
+              "{{node}} {{switch}} {{port}} q{{qos_group}}", "training"),
     )),
 }  # fmt: skip
 

@@ -4,15 +4,20 @@ PFC pauses per port, drops and ECN marks per port and qos-group, the ingress dro
 and each port's link state (`show interface brief`, read here: no rule of the project reads it yet).
 
 A switch that did not answer is `rdma_llm_switch_up{switch} 0` with no port series: counters are never made up.
+Each RoCE port with a node behind it in the inventory's port map (ladder/cabling.py: `peer`/`peer_port`, else the
+description's first two words) has `rdma_llm_switch_port_node_info{switch, port, node, nic} 1`, the join from a
+port's counters to the node, its series and the runs on it (`* on(switch, port) group_left(node) ...`).
 """
 
 from __future__ import annotations
 
 import re
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.cabling import port_name
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.parsers import switch_counters
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.exposition import Metric, render, table
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import topology
 
 PFC = "show interface priority-flow-control: RxPPP, TxPPP"
 QUEUING = "show queuing interface <if>"
@@ -32,6 +37,9 @@ METRICS = table(
            "Packets dropped on ingress (MMU, overflow): where a lossless class drops first", f"{QUEUING}: Ingress"),
     Metric("rdma_llm_switch_port_up", "gauge", "", ("switch", "port"), "1 when the port's link is up, 0 when not",
            f"{BRIEF}: Status"),
+    Metric("rdma_llm_switch_port_node_info", "gauge", "", ("switch", "port", "node", "nic"),
+           "1 for each RoCE port with a node behind it: the node (inventory name) and its NIC",
+           "the inventory's port map (nxos_roce_qos_host_interfaces: peer/peer_port, else the description)"),
 )  # fmt: skip
 # `show interface brief`'s Ethernet table: Interface, VLAN, Type, Mode, Status, Reason ... (NX-OS 7+).
 _BRIEF_ROW = re.compile(r"^(Eth\S+)\s+\S+\s+eth\s+\S+\s+(\S+)\s")
@@ -79,10 +87,32 @@ def port_samples(switch: str, counters: dict, links: dict, ports=None) -> list:
     return out
 
 
-def samples(reads: dict, ports: dict | None = None) -> list:
+def port_nodes(hostvars, switches, nodes) -> dict:
+    """{switch: {port: {"node", "nic"}}} for each RoCE port whose far end in the port map (cabling.links, the one
+    reading of it) is one of `nodes`; an uplink (another switch) or a port naming nobody is left out."""
+    switches, nodes = list(switches or []), list(nodes or [])
+    names = topology.host_aliases(hostvars, nodes, switches)
+    out: dict = {sw: {} for sw in switches}
+    for link in cabling.links(topology.switch_ports(hostvars, switches), names):
+        if link["kind"] == "host" and link["peer"] in nodes:
+            out[link["switch"]][link["port"]] = {"node": link["peer"], "nic": link["peer_port"] or ""}
+    return out
+
+
+def node_samples(switch: str, nodes: dict | None) -> list:
+    """rdma_llm_switch_port_node_info of one switch's ports (port_nodes()[switch])."""
+    return [
+        ("rdma_llm_switch_port_node_info", {"switch": switch, "port": port_name(port), "node": str(far["node"]),
+                                            "nic": str(far.get("nic") or "")}, 1)
+        for port, far in sorted((nodes or {}).items())
+    ]  # fmt: skip
+
+
+def samples(reads: dict, ports: dict | None = None, nodes: dict | None = None) -> list:
     """reads: {switch: {"pfc": text, "queuing": text of each port, "brief": text}, or None where the switch did
-    not answer}; ports: {switch: [port, ...]} to keep (default: every port the switch printed)."""
-    out = []
+    not answer}; ports: {switch: [port, ...]} to keep (default: every port the switch printed); nodes:
+    port_nodes() (the inventory's map: its info series whether or not the switch answered)."""
+    out = [s for switch, far in sorted((nodes or {}).items()) for s in node_samples(switch, far)]
     for switch, read in sorted((reads or {}).items()):
         if not read or not read.get("pfc"):
             out.append(("rdma_llm_switch_up", {"switch": switch}, 0))
@@ -93,8 +123,8 @@ def samples(reads: dict, ports: dict | None = None) -> list:
     return out
 
 
-def textfile(reads: dict, ports: dict | None = None) -> str:
-    return render(METRICS, samples(reads, ports))
+def textfile(reads: dict, ports: dict | None = None, nodes: dict | None = None) -> str:
+    return render(METRICS, samples(reads, ports, nodes))
 
 
 # -- the monitoring role's poll (tasks/switches.yml: nxos_command on each switch, over its network_cli login) --------
@@ -114,9 +144,14 @@ def read_of(result) -> dict | None:
     return {"pfc": stdout[0], "brief": stdout[1], "queuing": "\n".join(str(s) for s in stdout[2:])}
 
 
-def poll_textfile(result, switch: str, ports) -> str:
-    """One switch's poll as node_exporter's textfile (`rdma_llm_switch_<switch>.prom` on each monitoring host)."""
-    return textfile({switch: read_of(result)}, {switch: list(ports or [])})
+def poll_textfile(result, switch: str, ports, nodes: dict | None = None) -> str:
+    """One switch's poll as node_exporter's textfile (`rdma_llm_switch_<switch>.prom` on each monitoring host);
+    nodes: that switch's port_nodes()."""
+    return textfile({switch: read_of(result)}, {switch: list(ports or [])}, {switch: nodes or {}})
 
 
-FILTERS = {"monitoring_switch_commands": commands, "monitoring_switch_textfile": poll_textfile}
+FILTERS = {
+    "monitoring_switch_commands": commands,
+    "monitoring_switch_textfile": poll_textfile,
+    "monitoring_switch_port_nodes": port_nodes,
+}

@@ -128,4 +128,51 @@ def test_the_filters_are_the_polls_functions() -> None:
     from ansible_collections.rdma_llm.cluster.plugins.filter.monitoring import FilterModule
 
     filters = FilterModule().filters()
-    assert {"monitoring_switch_commands", "monitoring_switch_textfile"} <= set(filters)
+    assert {"monitoring_switch_commands", "monitoring_switch_textfile", "monitoring_switch_port_nodes"} <= set(filters)
+
+
+HOSTVARS = {
+    "leaf1": {
+        "nxos_roce_qos_host_interfaces": [
+            {"name": "Ethernet1/1", "peer": "node1", "peer_port": "rdma0"},
+            {"name": "Eth1/2", "description": "gpu-02 ens192 RoCE"},  # the node's hostname, by its description
+            {"name": "Ethernet1/3", "description": "spare"},  # names nobody
+            {"name": "Ethernet1/4", "peer": "node9", "peer_port": "rdma0"},  # not a node of the map
+        ],
+        "nxos_roce_qos_uplink_interfaces": [{"name": "Ethernet1/49", "peer": "spine1", "peer_port": "Ethernet1/1"}],
+    },
+    "spine1": {"nxos_roce_qos_uplink_interfaces": [{"name": "Ethernet1/1", "peer": "leaf1", "peer_port": "Eth1/49"}]},
+    "node1": {},
+    "node2": {"common_hostname": "gpu-02"},
+}
+
+
+def test_the_node_behind_each_port_from_the_port_map() -> None:
+    assert switch.port_nodes(HOSTVARS, ["leaf1", "spine1"], ["node1", "node2"]) == {
+        "leaf1": {"Ethernet1/1": {"node": "node1", "nic": "rdma0"}, "Ethernet1/2": {"node": "node2", "nic": "ens192"}},
+        "spine1": {},  # its port's far end is a switch
+    }
+    assert switch.port_nodes(HOSTVARS, [], ["node1"]) == {}
+    assert switch.port_nodes(HOSTVARS, ["leaf1"], ["node1"]) == {
+        "leaf1": {"Ethernet1/1": {"node": "node1", "nic": "rdma0"}}
+    }
+
+
+def test_each_ports_node_is_an_info_series_whether_or_not_the_switch_answered() -> None:
+    nodes = switch.port_nodes(HOSTVARS, ["leaf1"], ["node1", "node2"])["leaf1"]
+    result = {
+        "changed": False,
+        "stdout": [fixture("validate/nxos_pfc.txt"), BRIEF, fixture("validate/nxos_queuing.txt")],
+    }
+    text = switch.poll_textfile(result, "leaf1", ["Ethernet1/1", "Ethernet1/2"], nodes)
+    info = series(text, "rdma_llm_switch_port_node_info")
+    assert info == {
+        (("nic", "rdma0"), ("node", "node1"), ("port", "Ethernet1/1"), ("switch", "leaf1")): 1,
+        (("nic", "ens192"), ("node", "node2"), ("port", "Ethernet1/2"), ("switch", "leaf1")): 1,
+    }
+    # The counters keep their own labels: the node joins them by (switch, port).
+    assert value(text, "rdma_llm_switch_port_ecn_marked_total", switch="leaf1", port="Ethernet1/1", qos_group=3) == 4711
+    down = switch.poll_textfile({"unreachable": True}, "leaf1", ["Ethernet1/1"], nodes)
+    assert value(down, "rdma_llm_switch_up", switch="leaf1") == 0
+    assert series(down, "rdma_llm_switch_port_node_info") == info
+    assert names(down) == {"rdma_llm_switch_up", "rdma_llm_switch_port_node_info"}
