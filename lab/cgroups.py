@@ -21,7 +21,7 @@ LAB_GROUP = "rdma_llm_lab"
 REST_GROUP = "rdma_llm_rest"
 # cpu.shares: podman's own default for a container (and libpod_parent's) is 1,024.
 LAB_SHARES = 8192
-REST_SHARES = 256
+REST_SHARES = 1024
 
 
 def _cpu(root: Path) -> Path | None:

@@ -195,7 +195,9 @@ def pytest_collection_finish(session) -> None:
         lanes.wait_for(signal)
 
     # In the order their tests wait for them (after the lab's tests: the switch's, then the host roles').
-    _molecule_queue["queue"] = MoleculeQueue(scenarios, ROOT, tool_env(), before=before).start()
+    # The queue runs in the rest's lane, below the lab's in CPU (tests/lanes.py): a `podman exec` into an instance
+    # can take longer than Ansible's 10 s connection timeout while the lab trains (seen: "Connection timed out").
+    _molecule_queue["queue"] = MoleculeQueue(scenarios, ROOT, tool_env(ANSIBLE_TIMEOUT="60"), before=before).start()
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:

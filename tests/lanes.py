@@ -43,8 +43,9 @@ def runs_the_rest(config) -> bool:
 # The lab's lane is the suite's critical path (67 min against ~49 for the rest in a fresh clone, 2026-11-26): the
 # other lane yields the CPU to it. Niceness orders processes within one cpu group only, and the lab's hosts run in
 # their own (lab/cgroups.py), so each lane's worker also joins a group: the lab's with its hosts, the rest's (with
-# its children: payload runs, Molecule's controller, ansible) at 1/32 of the lab's shares. Only contention is
-# arbitrated: the rest's lane still gets every CPU the lab leaves idle.
+# its children: payload runs, Molecule's controller, ansible) at 1/8 of the lab's shares; at 1/32 the rest starved
+# into timeouts (Molecule's podman exec, a payload run). Only contention is arbitrated: the rest's lane still gets
+# every CPU the lab leaves idle.
 REST_NICE = 10
 
 

@@ -235,7 +235,7 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     assert "fabric: lossless during this run: NO" in flat
     check_artifacts(run_id, hosts)
     report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
-    assert report["outcome"] == "completed" and report["final_step"] == 30
+    assert report["outcome"] == "completed" and report["final_step"] == SLURM_STEPS
     assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
     assert (ARTIFACTS / run_id / "loss.png").stat().st_size > 1000
     assert (ARTIFACTS / run_id / "report.md").exists()
@@ -255,6 +255,9 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     units_released(hosts, run_id)
 
 
+SLURM_STEPS = 60
+
+
 def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluster, corpus: Path) -> None:
     """train.yml -e scheduler=slurm: one sbatch job whose srun step runs torchrun on every node (DeepSpeed training
     the llama-tiny preset here), torchrun in the fabric firewall's group as under systemd, the same artifacts,
@@ -264,7 +267,8 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
     common = ["-e", "scheduler=slurm", "-e", f"data={corpus}"]
     deepspeed = ["-e", "engine=deepspeed", "-e", "model=llama-tiny"]  # a Llama preset (GQA, SwiGLU, untied head)
-    play = start_train(*common, *payload(SMALL), *deepspeed, "-e", "steps=30", "-e", f"run_id={first}")
+    # Long enough to still run when the second launch submits (30 steps ended first once the lab had its CPU group).
+    play = start_train(*common, *payload(SMALL), *deepspeed, "-e", f"steps={SLURM_STEPS}", "-e", f"run_id={first}")
     later = None
     try:
         # The second launch starts once the first job is submitted: its checks take less than the first job runs.
@@ -294,7 +298,7 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     assert manifest["scheduler"] == "slurm" and manifest["slurm"]["job_id"] == job, manifest
     assert manifest["slurm"]["nodes"] == hosts and manifest["outcome"] == "completed", manifest
     report = json.loads((ARTIFACTS / first / "report.json").read_text())
-    assert report["outcome"] == "completed" and report["final_step"] == 30
+    assert report["outcome"] == "completed" and report["final_step"] == SLURM_STEPS
     # The same fabric account through Slurm: nothing dropped on the switch's ports during the run.
     fabric = json.loads((ARTIFACTS / first / "fabric.json").read_text())
     assert fabric["lossless"] is True and fabric["reason"].startswith("no drop in qos-group 3 on "), fabric

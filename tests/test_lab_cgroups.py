@@ -93,4 +93,4 @@ def test_each_lane_worker_joins_its_group(tmp_path: Path) -> None:
     pid, nice = proc.stdout.split()
     assert (root / "cpu" / cgroups.REST_GROUP / "cgroup.procs").read_text() == f"{pid}\n"
     assert int(nice) == min(os.nice(0) + lanes.REST_NICE, 19)
-    assert cgroups.REST_SHARES * 4 <= 1024 <= cgroups.LAB_SHARES // 8  # below a container, the lab far above
+    assert cgroups.REST_SHARES * 8 <= cgroups.LAB_SHARES  # the lab far above
