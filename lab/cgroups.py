@@ -1,9 +1,9 @@
 """CPU groups of the lab's own: the lab's hosts (and the test suite's lab lane) above the rest of the machine.
 
 podman (cgroupfs manager, cgroup v1) puts every container in one parent group, `libpod_parent`, whose weight at
-the top of the tree is 1,024 however many containers it holds: two busy lab hosts in it got 0.45x of what they get
-alone beside four nice-10 processes outside it, and 0.95x in a top-level group of 8,192 (docs/lab.md, "The
-suite's time"). Niceness orders processes within one group only, so the groups are what decides.
+the top of the tree is 1,024 however many containers it holds: two busy lab hosts in it got 0.30-0.41 of what they
+get alone beside four nice-10 processes outside it, and 0.88-0.90 in a top-level group of 8,192 (bench/bench_lanes.py,
+docs/benchmarks.md). Niceness orders processes within one group only, so the groups are what decides.
 
 Only cgroup v1 with a writable `cpu` hierarchy is handled (this machine kind and its CI); anywhere else the
 functions return None or False and the lab runs in podman's default group, as before. `root` is a parameter so

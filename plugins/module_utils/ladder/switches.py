@@ -35,16 +35,27 @@ def stress_class(qos, rdma):
     return {"qos_group": 0 if group is None else int(group), "dscp": dscp, "what": f"{what} (DSCP {dscp})"}
 
 
+def port_nodes(hostvars, switches, nodes) -> dict:
+    """{switch: {port: {"node", "nic"}}} for each RoCE port whose far end in the port map (cabling.links, the one
+    reading of it) is one of `nodes`; an uplink (another switch) or a port naming nobody is left out."""
+    switches, nodes = list(switches or []), list(nodes or [])
+    names = slurm_rules.host_aliases(hostvars, nodes, switches)
+    out: dict = {sw: {} for sw in switches}
+    for link in cabling.links(slurm_rules.switch_ports(hostvars, switches), names):
+        if link["kind"] == "host" and link["peer"] in nodes:
+            out[link["switch"]][link["port"]] = {"node": link["peer"], "nic": link["peer_port"] or ""}
+    return out
+
+
 def switch_port_hosts(hostvars, switches, nodes, override=None):
     """{"switch:port": node} for the host behind each RoCE port of each switch: the node the port's `peer` names, or
     its description's first word (`lab-node3 rdma0`; cabling.links, the one reading of the port map), else
     `override` (cluster_validate_switch_ports): `switch:port` keys as given, a bare port name only for a port that
     names nobody. A port whose far end is another switch (an uplink) names no host."""
     override = dict(override or {})
-    names = slurm_rules.host_aliases(hostvars, list(nodes or []))
     ports = slurm_rules.switch_ports(hostvars, list(switches or []))
-    hosts = set(names.values())
-    owners = {(ln["switch"], ln["port"]): ln["peer"] for ln in cabling.links(ports, names) if ln["peer"] in hosts}
+    owners = {(sw, port): far["node"] for sw, far_ends in port_nodes(hostvars, switches, nodes).items()
+              for port, far in far_ends.items()}  # fmt: skip
     out = {}
     for sw, items in ports.items():
         for item in items:

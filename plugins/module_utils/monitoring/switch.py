@@ -4,20 +4,20 @@ PFC pauses per port, drops and ECN marks per port and qos-group, the ingress dro
 and each port's link state (`show interface brief`, read here: no rule of the project reads it yet).
 
 A switch that did not answer is `rdma_llm_switch_up{switch} 0` with no port series: counters are never made up.
-Each RoCE port with a node behind it in the inventory's port map (ladder/cabling.py: `peer`/`peer_port`, else the
-description's first two words) has `rdma_llm_switch_port_node_info{switch, port, node, nic} 1`, the join from a
-port's counters to the node, its series and the runs on it (`* on(switch, port) group_left(node) ...`).
+Each RoCE port with a node behind it in the inventory's port map (ladder/switches.py port_nodes, on
+ladder/cabling.py: `peer`/`peer_port`, else the description's first two words) has
+`rdma_llm_switch_port_node_info{switch, port, node, nic} 1`, the join from a port's counters to the node, its series
+and the runs on it (`* on(switch, port) group_left(node) ...`).
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder import cabling
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.cabling import port_name
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.parsers import switch_counters
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.ladder.switches import port_nodes
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.exposition import Metric, render, table
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm import topology
 
 PFC = "show interface priority-flow-control: RxPPP, TxPPP"
 QUEUING = "show queuing interface <if>"
@@ -84,18 +84,6 @@ def port_samples(switch: str, counters: dict, links: dict, ports=None) -> list:
     for port, up in sorted(links.items()):
         if keep is None or port in keep:
             out.append(("rdma_llm_switch_port_up", {"switch": switch, "port": port}, int(up)))
-    return out
-
-
-def port_nodes(hostvars, switches, nodes) -> dict:
-    """{switch: {port: {"node", "nic"}}} for each RoCE port whose far end in the port map (cabling.links, the one
-    reading of it) is one of `nodes`; an uplink (another switch) or a port naming nobody is left out."""
-    switches, nodes = list(switches or []), list(nodes or [])
-    names = topology.host_aliases(hostvars, nodes, switches)
-    out: dict = {sw: {} for sw in switches}
-    for link in cabling.links(topology.switch_ports(hostvars, switches), names):
-        if link["kind"] == "host" and link["peer"] in nodes:
-            out[link["switch"]][link["port"]] = {"node": link["peer"], "nic": link["peer_port"] or ""}
     return out
 
 
