@@ -235,7 +235,7 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     assert "fabric: lossless during this run: NO" in flat
     check_artifacts(run_id, hosts)
     report = json.loads((ARTIFACTS / run_id / "report.json").read_text())
-    assert report["outcome"] == "completed" and report["final_step"] == SLURM_STEPS
+    assert report["outcome"] == "completed" and report["final_step"] == 30
     assert report["final_val_loss"] < report["initial_val_loss"] - 0.5, report
     assert (ARTIFACTS / run_id / "loss.png").stat().st_size > 1000
     assert (ARTIFACTS / run_id / "report.md").exists()
@@ -255,24 +255,24 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     units_released(hosts, run_id)
 
 
-SLURM_STEPS = 60
-
-
 def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluster, corpus: Path) -> None:
     """train.yml -e scheduler=slurm: one sbatch job whose srun step runs torchrun on every node (DeepSpeed training
     the llama-tiny preset here), torchrun in the fabric firewall's group as under systemd, the same artifacts,
-    manifest and report as the systemd path plus Slurm's own records. A second launch while the first runs waits
+    manifest and report as the systemd path plus Slurm's own records. A second launch while the nodes are taken waits
     in Slurm's queue (its watch says so, and the wait does not count against its deadline), then runs."""
     hosts, stamp = lab_cluster["hosts"], int(time.time())
     first, second = f"e2e-slurm-{stamp}", f"e2e-slurm-queued-{stamp}"
     common = ["-e", "scheduler=slurm", "-e", f"data={corpus}"]
     deepspeed = ["-e", "engine=deepspeed", "-e", "model=llama-tiny"]  # a Llama preset (GQA, SwiGLU, untied head)
-    # Long enough to still run when the second launch submits (30 steps ended first once the lab had its CPU group).
-    play = start_train(*common, *payload(SMALL), *deepspeed, "-e", f"steps={SLURM_STEPS}", "-e", f"run_id={first}")
+    play = start_train(*common, *payload(SMALL), *deepspeed, "-e", "steps=30", "-e", f"run_id={first}")
     later = None
+    # The queue must not depend on the first job's length against the second launch's checks (the lab's speed): a
+    # job of the test's own holds every node from the first job's submission until the second launch says it waits.
+    hold = ["sbatch", "--parsable", f"--job-name=hold-{second}", f"--nodes={len(hosts)}", "--exclusive"]
     try:
-        # The second launch starts once the first job is submitted: its checks take less than the first job runs.
         seen = read_until(play, "slurm/start | Say which job runs the launch", 600)
+        held = ssh(hosts[0], *hold, "--wrap='sleep 900'").stdout.strip()  # ssh joins words: quoted once
+        assert held.isdigit(), held
         # The queued launch needs only to wait and then run: a few steps, one evaluation batch.
         few = {**SMALL, "warmup_steps": 2, "eval_interval": 100, "eval_batches": 1}
         later = start_train(*common, *payload(few), "-e", "engine=ddp", "-e", "steps=4", "-e", f"run_id={second}")
@@ -281,14 +281,17 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
             procs = ssh(host, "ps", "-eo", "egroup:32=,args=").stdout.splitlines()
             torchrun = [line.split()[0] for line in procs if "torchrun" in line and "slurm-step" not in line]
             assert torchrun and set(torchrun) == {"rdma-llm-train"}, f"{host}: {procs}"
+        waited = read_until(later, "queued: Slurm job", 600)
     except BaseException:
         for p in (play, later):
             if p is not None:
                 stop(p)
-        ssh(hosts[0], "scancel", f"--name=train-{first},train-{second}")  # the jobs outlive the playbooks
+        ssh(hosts[0], "scancel", f"--name=train-{first},train-{second},hold-{second}")  # jobs outlive playbooks
         raise
+    finally:
+        ssh(hosts[0], "scancel", f"--name=hold-{second}")
     out = seen + finish(play, 600)
-    queued_out = finish(later, 600)
+    queued_out = waited + finish(later, 600)
     assert play.returncode == 0, out[-4000:]
     flat = " ".join(out.split())
     match = re.search(rf"run {first} submitted as Slurm job (\d+) \(train-{first}\)", flat)
@@ -298,7 +301,7 @@ def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluste
     assert manifest["scheduler"] == "slurm" and manifest["slurm"]["job_id"] == job, manifest
     assert manifest["slurm"]["nodes"] == hosts and manifest["outcome"] == "completed", manifest
     report = json.loads((ARTIFACTS / first / "report.json").read_text())
-    assert report["outcome"] == "completed" and report["final_step"] == SLURM_STEPS
+    assert report["outcome"] == "completed" and report["final_step"] == 30
     # The same fabric account through Slurm: nothing dropped on the switch's ports during the run.
     fabric = json.loads((ARTIFACTS / first / "fabric.json").read_text())
     assert fabric["lossless"] is True and fabric["reason"].startswith("no drop in qos-group 3 on "), fabric
