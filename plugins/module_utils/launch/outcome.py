@@ -245,7 +245,7 @@ def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, A
             step, max_steps, pct, eta, m.get("loss_global"), float(m.get("tokens_per_s") or 0), float(m.get("lr") or 0)
         )
     if kind == "eval":
-        return head + f"step {m.get('step')} | val loss {m.get('val_loss')}"
+        return head + f"step {m.get('step')}/{max_steps} | val loss {m.get('val_loss')}"
     if kind == "result":
         done = m.get("status") == "completed"
         return head + f"step {m.get('final_step')} {m.get('status')}" + (", saving and exporting" if done else "")

@@ -238,7 +238,7 @@ def test_a_stop_request_covers_only_the_hosts_it_stopped() -> None:
             {"kind": "train", "step": 6, "loss_global": 8.0, "tokens_per_s": 1000, "lr": 3e-4, "eta_s": 3725.4},
             "[   12 s] 2/2 hosts running | step 6/30 (20%) | eta 1:02:05 | loss 8.0 | 1000 tok/s | lr 3.00e-04",
         ),
-        (20, {"kind": "eval", "step": 10, "val_loss": 7.5}, "[   20 s] 2/2 hosts running | step 10 | val loss 7.5"),
+        (20, {"kind": "eval", "step": 10, "val_loss": 7.5}, "[   20 s] 2/2 hosts running | step 10/30 | val loss 7.5"),
         (
             30,
             {"kind": "result", "final_step": 30, "status": "completed"},
