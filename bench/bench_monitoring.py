@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import resource
 import subprocess
 import sys
 import time
@@ -34,15 +32,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / ".ansible" / "collections"))  # the collection link (`make setup`)
+
+import yaml  # noqa: E402
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import server  # noqa: E402
+from bench_lab import children_cpu  # noqa: E402
+
 from lab import cli, cluster  # noqa: E402
 
 DATA = "/var/lib/prometheus/metrics2"  # Debian's --storage.tsdb.path (its /etc/default/prometheus)
 SNAPSHOT_PORT = 9098  # the second Prometheus, on lab-node1's loopback only
-
-
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def ssh(host: int, script: str, timeout: float = 120) -> str:
@@ -75,10 +74,7 @@ class Prom:
         """The global scrape_interval of the configuration it runs (its own summaries are empty right after start)."""
         with urllib.request.urlopen(f"{self.url}/api/v1/status/config") as r:
             config = json.load(r)["data"]["yaml"]
-        found = re.search(r"^  scrape_interval: (\d+)s$", config, re.M)
-        if not found:
-            sys.exit("no global scrape_interval in Prometheus's configuration")
-        return float(found.group(1))
+        return server.duration_seconds(yaml.safe_load(config)["global"]["scrape_interval"])
 
     def by(self, expr: str, label: str) -> dict[str, float]:
         return {r["metric"].get(label, ""): float(r["value"][1]) for r in self.query(expr)}
@@ -199,7 +195,8 @@ def main() -> int:
     switch_series = prom.scalar('count({__name__=~"rdma_llm_switch_port_.*"})')
     switch_ports = prom.scalar('count(count by (switch, port) ({__name__=~"rdma_llm_switch_port_.*"}))')
     collector = collector_cpu(args.hosts)
-    collector_interval = 30.0  # monitoring_collector_interval's default (roles/monitoring/defaults)
+    defaults = yaml.safe_load((ROOT / "roles" / "monitoring" / "defaults" / "main.yml").read_text())
+    collector_interval = server.duration_seconds(defaults["monitoring_collector_interval"])  # the demo keeps it
     poll_wall, poll_cpu = switch_poll_cpu(inventories)
     block = snapshot_block()
     wait_for_targets(prom, args.hosts)
