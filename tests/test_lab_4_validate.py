@@ -3,7 +3,9 @@ all-reduce, Slurm's topology as the inventory's, every switch's counters read ar
 rungs are skipped with their reason. Then one host's fabric NIC is throttled with tc and the verdict must fail at
 the TCP link rung and name that host and its pairs. Then one host's container is stopped: the verdict is still
 written, fails at rung 1 naming that host. Last, every host gets a second fabric NIC (a rail) and one host's second
-rail is throttled: every rail is pinged and measured, and the verdict names that host with that rail.
+rail is throttled: every rail is pinged and measured, and the verdict names that host with that rail. Between the
+healthy ladder and the faults, rolling.yml changes a setting on every node under a Slurm job, then stops at a batch
+whose proof fails.
 
 Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts on one switch): it adds a
 third host, puts the hosts on two leaves under a spine (lab/cluster.py's port map) and converges it with site.yml
@@ -16,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -318,6 +321,132 @@ def test_validate_healthy_lab_passes(lab3, corpus) -> None:
     for line in ("[PASS] tcp_bw", "[PASS] allreduce", "[PASS] switch", "[PASS] train", "[SKIP] rdma_bw"):
         assert line in proc.stdout, line
     assert "verdict: PASS" in proc.stdout
+
+
+# -- A rolling change (playbooks/rolling.yml, roles/rolling) on the 3-host lab ------------------------------------
+ROLLING = ROOT / "artifacts" / "rolling"
+NODE_CHECK_CONFIG = "/etc/rdma-llm/node-check.json"
+
+
+def rollout(change: str, xid_window_s: int, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """rolling.yml rewriting one node_health threshold on every node it covers (the node check's config file)."""
+    change_args = [
+        "--tags",
+        "node_health",
+        "-e",
+        json.dumps({"node_health_thresholds": {"xid_window_s": xid_window_s}}),
+    ]
+    return playbook(
+        "playbooks/rolling.yml", "-e", f"rolling_change={change}", "-e", json.dumps({"rolling_args": change_args}),
+        "-e", "rolling_proof_pair_seconds=1", "-e", "rolling_poll_interval=2", *args, timeout=timeout,
+    )  # fmt: skip
+
+
+def xid_window(node: str) -> int:
+    done = ssh(node, "cat", NODE_CHECK_CONFIG)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["thresholds"]["xid_window_s"]
+
+
+def latest_report(before: set[str]) -> tuple[Path, dict]:
+    new = sorted(p for p in ROLLING.iterdir() if p.name not in before) if ROLLING.exists() else []
+    assert new, "rolling.yml wrote no report directory"
+    return new[-1], json.loads((new[-1] / "report.json").read_text())
+
+
+def slurm_node(node: str) -> dict[str, str]:
+    line = ssh(node, "scontrol", "show", "node", node, "--oneliner").stdout
+    return {"State": re.search(r"State=(\S+)", line)[1], "Reason": (re.search(r"Reason=(.*)", line) or [""] * 2)[1]}
+
+
+def test_rolling_change_under_a_job_does_the_idle_batch_first_and_waits_for_the_busy_node(lab3) -> None:
+    """A job on lab-node2 holds its node while the rollout (batches of 2) changes and proves lab-node1 and lab-node3
+    (the idle nodes first, out of inventory order) against lab-node2, then drains lab-node2 with the change's reason
+    and waits; the job ends by itself (the test lets it once it saw the wait), then lab-node2 is changed, proven
+    against a changed node and resumed."""
+    controller, busy, idle = lab3[0], lab3[1], [lab3[0], lab3[2]]
+    go = "/tmp/rolling-test-go"
+    ssh(busy, "rm", "-f", go)
+    script = f"'srun sh -c \"while [ ! -e {go} ]; do sleep 1; done\"'"
+    job = ssh(
+        controller, "sbatch", "--parsable", "--nodes=1", f"--nodelist={busy}", "--job-name=held", f"--wrap={script}"
+    )
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    before, result = {p.name for p in ROLLING.iterdir()} if ROLLING.exists() else set(), {}
+    was = xid_window(busy)
+    worker = threading.Thread(
+        target=lambda: result.setdefault("proc", rollout("xid-window", 3600, "-e", "rolling_batch=2"))
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while squeue(controller, "-j", job_id, "-o", "%T") != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(1)
+        worker.start()
+        # The busy node's batch comes last: drained with the change's reason while its job still runs, the idle
+        # batch already changed and back in service.
+        deadline, seen = time.monotonic() + 600, {}
+        while time.monotonic() < deadline and worker.is_alive():
+            seen = slurm_node(busy)
+            if seen["Reason"].startswith("rolling: xid-window"):
+                break
+            time.sleep(2)
+        assert "DRAIN" in seen.get("State", "") and seen["Reason"].startswith("rolling: xid-window"), seen
+        assert squeue(controller, "-j", job_id, "-o", "%T") == "RUNNING"
+        assert [xid_window(n) for n in lab3] == [3600, was, 3600], "the busy node changed before its job ended"
+        assert all("DRAIN" not in slurm_node(n)["State"] for n in idle)
+        assert ssh(busy, "touch", go).returncode == 0  # the job's own end
+        worker.join(600)
+    finally:
+        ssh(controller, "scancel", job_id)
+        ssh(busy, "rm", "-f", go)
+    proc = result["proc"]
+    assert proc.returncode == 0, tail(proc)
+    state = ssh(controller, "scontrol", "show", "job", job_id, "--oneliner").stdout
+    assert "JobState=COMPLETED" in state and "ExitCode=0:0" in state, state
+    _, report = latest_report(before)
+    assert report["status"] == "passed", report
+    assert [(b["hosts"], b["reference"], b["status"]) for b in report["batches"]] == [
+        (idle, busy, "done"),
+        ([busy], lab3[0], "done"),
+    ]
+    assert [xid_window(n) for n in lab3] == [3600] * 3
+    assert all(slurm_node(n)["State"] in ("IDLE", "MIXED", "ALLOCATED") for n in lab3), [slurm_node(n) for n in lab3]
+    flat = " ".join(proc.stdout.split())
+    assert "rolling xid-window: PASSED: done on every node (3)" in flat, tail(proc)
+
+
+def test_rolling_change_stops_at_the_batch_whose_proof_fails_and_leaves_it_drained(lab3) -> None:
+    """lab-node2's fabric link down: its batch is changed, fails its proof at reachability, stays drained with the
+    change and the rung as the reason, and lab-node3's batch after it is untouched (config, Slurm state)."""
+    victim, after = lab3[1], lab3[2]
+    before = {p.name for p in ROLLING.iterdir()} if ROLLING.exists() else set()
+    assert ssh(victim, "ip", "link", "set", "rdma0", "down").returncode == 0
+    try:
+        proc = rollout("xid-back", 7200, "-e", "rolling_batch=1", "--limit", f"{victim},{after}", timeout=600)
+        assert proc.returncode != 0, tail(proc)
+        _, report = latest_report(before)
+        assert report["status"] == "failed", report
+        first, second = report["batches"]
+        assert (first["hosts"], first["status"], first["reference"]) == ([victim], "failed", after), first
+        assert first["why"].startswith("proof failed: FAIL at reachability; bad host(s): "), first
+        assert victim in first["why"] and (second["hosts"], second["status"]) == ([after], "untouched"), second
+        seen = slurm_node(victim)
+        assert "DRAIN" in seen["State"] and seen["Reason"].startswith(
+            "rolling: xid-back: proof failed: FAIL at reachability"
+        )
+        assert xid_window(victim) == 7200 and xid_window(after) == 3600  # changed, then stopped: the rest untouched
+        assert "DRAIN" not in slurm_node(after)["State"]
+        assert "rolling xid-back: FAILED: stopped at batch 1" in " ".join(proc.stdout.split()), tail(proc)
+    finally:
+        ssh(victim, "ip", "link", "set", "rdma0", "up")
+        ssh(lab3[0], "scontrol", "update", f"NodeName={victim}", "State=RESUME")
+    # The fabric address back before the next test (networkd re-adds it with the carrier).
+    address = cluster.Node(2).fabric_cidr.split("/")[0]
+    deadline = time.monotonic() + 60
+    while ssh(after, "ping", "-c1", "-W1", address).returncode != 0 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert ssh(after, "ping", "-c1", "-W1", address).returncode == 0, f"{victim}'s fabric address did not come back"
 
 
 def test_the_rendezvous_store_on_a_third_host(lab3, corpus) -> None:

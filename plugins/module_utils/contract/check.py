@@ -7,8 +7,8 @@ defaults under the inventory's values, templated) and fails the play with what `
 Each error names the host (or `all` for a value every host shares) and the variable:
 ``<host>: <variable> <what is wrong>``. One file per section: contract/inventory.py (what the rules see and
 report), contract/types.py (the value checks), contract/variables.py (one row per variable), then the rules of
-contract/fabric.py, qos.py, switch.py, node_health.py, slurm.py, cabling.py, firewall.py and monitoring.py; RULES
-below runs them, in order.
+contract/fabric.py, qos.py, switch.py, node_health.py, slurm.py, cabling.py, firewall.py, monitoring.py and
+rolling.py; RULES below runs them, in order.
 
 Adding a rule (docs/design.md, "Adding a rule to the contract"): a type/range/choice of one variable is
 one row in VARIABLES (contract/variables.py); anything across fields or hosts is one function in its section's
@@ -52,6 +52,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.qos impo
     qos_shared_with_switch,
     qos_shares_add_up,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.rolling import ROLLING_VARIABLES, rolling_rows
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.slurm import (
     SLURM_VARIABLES,
     slurm_accounting_password,
@@ -114,6 +115,7 @@ RULES: tuple[Rule, ...] = (
     fabric_firewall_allow_list,
     monitoring_rows,
     monitoring_hosts,
+    rolling_rows,
 )
 
 
@@ -128,6 +130,7 @@ def needed_variables() -> list[str]:
             + qos
             + list(SLURM_VARIABLES)
             + list(MONITORING_VARIABLES)
+            + list(ROLLING_VARIABLES)
         )
     )
 

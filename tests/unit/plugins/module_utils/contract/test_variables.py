@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.monitoring import MONITORING_ROWS
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.rolling import ROLLING_ROWS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.slurm import SLURM_ROWS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import VARIABLES
 
@@ -219,10 +220,10 @@ def boolean_defaults() -> dict[str, str]:
 
 def test_every_boolean_default_has_a_boolean_row() -> None:
     """A role's flag is read with `| bool`, which takes a mistyped word for false: each one must have a row (VARIABLES
-    or the Slurm or monitoring rows) that refuses `ture` and takes true and false, so the next flag a role adds cannot escape."""
+    or the Slurm, monitoring or rolling rows) that refuses `ture` and takes true and false, so the next flag a role adds cannot escape."""
     found = boolean_defaults()
     assert len(found) > 30, found  # the sweep reads the roles (a wrong path would find none)
-    rows = {v.name: v.check for v in VARIABLES + SLURM_ROWS} | dict(MONITORING_ROWS)
+    rows = {v.name: v.check for v in VARIABLES + SLURM_ROWS} | dict(MONITORING_ROWS) | dict(ROLLING_ROWS)
     missing = sorted(f"{role}: {name}" for name, role in found.items() if name not in rows)
     assert missing == [], "add a Var(name, <group>, boolean()) row in contract/variables.py"
     loose = sorted(
