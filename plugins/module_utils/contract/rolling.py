@@ -49,6 +49,9 @@ ROLLING_ROWS: tuple[tuple[str, Check], ...] = (
     ("rolling_proof_pair_seconds", integer(1, 600)),
     ("rolling_resume_deadline", integer(0)),
     ("rolling_report_dir", ABS_PATH),
+    ("rolling_repair_reboot", boolean()),
+    ("rolling_repair_power_cycle", list_of(text())),
+    ("rolling_repair_reboot_timeout", integer(1)),
 )  # fmt: skip
 ROLLING_VARIABLES = tuple(name for name, _ in ROLLING_ROWS)
 

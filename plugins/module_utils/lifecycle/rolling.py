@@ -24,6 +24,9 @@ BATCH_RE = re.compile(r"^([1-9][0-9]*)(%?)$")
 # The prefix of every drain reason the rollout sets: the rollout resumes only nodes it drained, and the node check
 # (SLURM_REASON) and an operator's drains are never taken for its own.
 ROLLING_REASON = "rolling: "
+# The prefix of the drain reasons the repair loop sets (repair.yml): a node it holds while it reboots, re-converges
+# and re-proves it, or one whose repair failed; the node check leaves both alone.
+REPAIR_REASON = "repair: "
 # What a change's name may hold: it becomes part of a Slurm drain reason (scontrol's command line) and of file names.
 CHANGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:=+/,-]{0,63}$")
 # squeue's line for the rollout: job id, state, node list (`squeue --noheader --format=%i|%T|%N`).
@@ -55,10 +58,11 @@ def change_name(value: Any) -> str:
     return text
 
 
-def drain_reason(change: str, why: str = "") -> str:
+def drain_reason(change: str, why: str = "", prefix: str = ROLLING_REASON) -> str:
     """`rolling: <change>` (and why, e.g. its proof failed), within Slurm's reason length as the node check keeps it;
-    quotes and control characters are left out (scontrol reads the reason as one argument)."""
-    reason = ROLLING_REASON + change_name(change) + (f": {why}" if why else "")
+    quotes and control characters are left out (scontrol reads the reason as one argument). The repair loop's reasons
+    start with `repair: ` (`prefix`)."""
+    reason = prefix + change_name(change) + (f": {why}" if why else "")
     return re.sub(r"[\"'\x00-\x1f\x7f]", " ", reason)[:REASON_MAX]
 
 
@@ -125,6 +129,36 @@ def drained_by(fields: Mapping[str, str], prefix: str) -> bool:
     words = node_words(fields)
     drained = any(w in ("DRAIN", "DRAINED", "DRAINING") for w in words)
     return drained and str(fields.get("Reason", "")).startswith(prefix)
+
+
+def earlier_reason(fields: Mapping[str, str]) -> str:
+    """A node's drain reason without Slurm's `[user@time]` suffix nor the repair loop's own prefixes: what the node
+    check found, which a repair keeps in the reason it sets."""
+    reason = re.sub(r"\s*\[[^\]\s]+@[^\]\s]+\]$", "", str(fields.get("Reason", "")).strip())
+    while reason.startswith(REPAIR_REASON):
+        reason = reason.removeprefix(REPAIR_REASON).removeprefix("node-check: ").removeprefix("failed: ")
+    return reason
+
+
+def repair_plan(
+    hosts: Sequence[str], found: Mapping[str, Mapping[str, str]], busy: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The nodes the repair loop takes: drained by the node check (`rdma-node-check: `) or by an earlier repair
+    (`repair: `), with no job on them; {"repair": [hosts], "was": {host: earlier reason}, "left": [why per host]}.
+    A drained node that still runs a job is left for a later run and named; a node drained by hand is not the
+    loop's to take, nor a node in service."""
+    out: dict[str, Any] = {"repair": [], "was": {}, "left": []}
+    for host in hosts:
+        fields = found.get(host) or {}
+        if not (drained_by(fields, SLURM_REASON) or drained_by(fields, REPAIR_REASON)):
+            continue
+        if host in busy:
+            jobs = ", ".join(str(j) for j in busy[host])
+            out["left"].append(f"{host}: drained by the node check but job(s) {jobs} still run there: left for later")
+            continue
+        out["repair"].append(host)
+        out["was"][host] = earlier_reason(fields)
+    return out
 
 
 def reference(batch: Sequence[str], proven: Sequence[str], serving: Sequence[str]) -> str | None:
@@ -225,6 +259,7 @@ FILTERS = {
     "rolling_plan": plan,
     "rolling_in_service": in_service,
     "rolling_reference": reference,
+    "rolling_repair_plan": repair_plan,
     "rolling_refusals": refusals,
     "rolling_batch_record": batch_record,
     "rolling_report": report,

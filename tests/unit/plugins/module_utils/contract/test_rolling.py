@@ -24,6 +24,9 @@ DEFAULTS = {
     "rolling_proof_pair_seconds": 3,
     "rolling_resume_deadline": 120,
     "rolling_report_dir": "/srv/rdma-llm-cluster/artifacts/rolling",
+    "rolling_repair_reboot": True,
+    "rolling_repair_power_cycle": [],
+    "rolling_repair_reboot_timeout": 600,
 }
 
 
@@ -68,6 +71,12 @@ BAD: list[tuple[str, Change, list[str]]] = [
       " 'site.yml')"]),
     ("report-dir-relative", everywhere("rolling_report_dir", "artifacts/rolling"),
      ["all: rolling_report_dir must be an absolute path (got 'artifacts/rolling')"]),
+    ("power-cycle-a-string", setv("n1", "rolling_repair_power_cycle", "ipmitool chassis power cycle"),
+     ["n1: rolling_repair_power_cycle must be a list (got 'ipmitool chassis power cycle')"]),
+    ("reboot-timeout-zero", everywhere("rolling_repair_reboot_timeout", 0),
+     ["all: rolling_repair_reboot_timeout must be an integer >= 1 (got 0)"]),
+    ("reboot-a-word", everywhere("rolling_repair_reboot", "ture"),
+     ["all: rolling_repair_reboot must be true or false (got 'ture')"]),
 ]  # fmt: skip
 
 

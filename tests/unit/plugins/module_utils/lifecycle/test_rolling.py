@@ -150,3 +150,41 @@ def test_report_passes_only_when_every_batch_was_done() -> None:
     assert lines[-1] == "rolling qos: FAILED: stopped at batch 2 (n3): proof failed: FAIL at reachability"
     with pytest.raises(RuleError):
         rolling.batch_record(1, ["n1"], "maybe")
+
+
+def test_repair_plan_takes_the_node_checks_drains_without_a_job_only() -> None:
+    check = fixture("scontrol_show_node_drained_by_check.txt")
+    found = node_map(check, {"h2": ["mol-slurm-2"]})
+    plan = rolling.repair_plan(["h2"], found, {})
+    assert plan["repair"] == ["h2"] and plan["left"] == []
+    assert plan["was"]["h2"].startswith(found["h2"]["Reason"].split(" [")[0][:20])
+    assert not plan["was"]["h2"].endswith("]")  # Slurm's [user@time] left out
+    busy = rolling.repair_plan(["h2"], found, {"h2": ["41"]})
+    assert busy["repair"] == [] and busy["left"] == [
+        "h2: drained by the node check but job(s) 41 still run there: left for later"
+    ]
+    # Drained by hand, by a rollout, or in service: not the loop's.
+    by_hand = node_map(fixture("scontrol_show_node_drain.txt"), {"h2": ["mol-slurm-2"]})
+    rolled = node_map(fixture("scontrol_show_nodes_rolling_drain.txt"), {"h3": ["lab-node3"], "h1": ["lab-node1"]})
+    assert rolling.repair_plan(["h2"], by_hand, {})["repair"] == []
+    assert rolling.repair_plan(["h1", "h3"], rolled, {})["repair"] == []
+    # A node an earlier repair left drained is taken again, the node check's finding kept.
+    failed = {
+        "h2": {
+            "NodeName": "n2",
+            "State": "IDLE+DRAIN",
+            "Reason": "repair: failed: proof failed [root@2026-12-03T08:00:00]",
+        }
+    }
+    again = rolling.repair_plan(["h2"], failed, {})
+    assert again["repair"] == ["h2"] and again["was"] == {"h2": "proof failed"}
+
+
+def test_earlier_reason_strips_the_repairs_own_prefixes() -> None:
+    assert (
+        rolling.earlier_reason({"Reason": "rdma-node-check: rdma0 MTU 1500 [root@t1]"})
+        == "rdma-node-check: rdma0 MTU 1500"
+    )
+    held = rolling.drain_reason("node-check", "rdma-node-check: rdma0 MTU 1500", rolling.REPAIR_REASON)
+    assert held == "repair: node-check: rdma-node-check: rdma0 MTU 1500"
+    assert rolling.earlier_reason({"Reason": held + " [root@t2]"}) == "rdma-node-check: rdma0 MTU 1500"
