@@ -16,7 +16,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types im
     mapping,
     text,
 )
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import ABS_PATH, per_value
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import ABS_PATH, rows_on
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.firewall import scrape_addresses
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import server
@@ -83,14 +83,7 @@ def monitored_hosts(inv: Inventory) -> list[str]:
 
 
 def monitoring_rows(inv: Inventory) -> Iterator[Problem]:
-    hosts = monitored_hosts(inv)
-    for name, check in MONITORING_ROWS:
-        values = {
-            h: inv.hostvars[h][name]
-            for h in hosts
-            if name in inv.hostvars.get(h, {}) and name not in inv.unreadable.get(h, {})
-        }
-        yield from per_value(name, values, check, len(hosts))
+    yield from rows_on(inv, monitored_hosts(inv), MONITORING_ROWS)
 
 
 def monitoring_hosts(inv: Inventory) -> Iterator[Problem]:

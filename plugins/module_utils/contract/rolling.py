@@ -14,7 +14,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types im
     list_of,
     text,
 )
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import ABS_PATH, per_value
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.variables import ABS_PATH, rows_on
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.lifecycle import rolling
 
@@ -57,11 +57,4 @@ ROLLING_VARIABLES = tuple(name for name, _ in ROLLING_ROWS)
 
 
 def rolling_rows(inv: Inventory) -> Iterator[Problem]:
-    hosts = inv.members(NODES)
-    for name, check in ROLLING_ROWS:
-        values = {
-            h: inv.hostvars[h][name]
-            for h in hosts
-            if name in inv.hostvars.get(h, {}) and name not in inv.unreadable.get(h, {})
-        }
-        yield from per_value(name, values, check, len(hosts))
+    yield from rows_on(inv, inv.members(NODES), ROLLING_ROWS)

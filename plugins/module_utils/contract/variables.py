@@ -8,7 +8,7 @@ the contract") and one row in BAD of tests/unit/plugins/module_utils/contract/te
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,6 +273,17 @@ def variable_rows(inv: Inventory) -> Iterator[Problem]:
                 continue
             values[host] = inv.hostvars[host][var.name]
         yield from per_value(var.name, values, var.check, len(hosts))
+
+
+def rows_on(inv: Inventory, hosts: list[str], rows: Iterable[tuple[str, Check]]) -> Iterator[Problem]:
+    """A section's rows (name, check) on `hosts`: each readable value a host has, checked once per distinct value."""
+    for name, check in rows:
+        values = {
+            h: inv.hostvars[h][name]
+            for h in hosts
+            if name in inv.hostvars.get(h, {}) and name not in inv.unreadable.get(h, {})
+        }
+        yield from per_value(name, values, check, len(hosts))
 
 
 def per_value(name: str, values: dict[str, Any], check: Check, n_hosts: int) -> Iterator[Problem]:
