@@ -262,7 +262,7 @@ def test_prometheus_sees_the_lab_and_real_faults_fire_their_alerts(lab_cluster, 
         for uid in dashboards.DASHBOARDS:
             for panel in dashboards.panels(uid, {"fabric_interfaces": [cluster.FABRIC_IFNAME]}):
                 found = query(dashboards.lab_query(panel.expr, {"instance": ".+", "run_id": run_id}))
-                (lacking if panel.needs in NOT_IN_THE_LAB else shown).append((uid, panel.title, len(found)))
+                (lacking if panel.needs in NOT_IN_THE_LAB | {"drain"} else shown).append((uid, panel.title, len(found)))
         assert [s for s in shown if s[2] == 0] == [], shown
         # The run's own switch ports: ECN marks of qos-group 3 on each of its nodes' ports, lab-node2's Ethernet1/2.
         ecn = query(
@@ -290,6 +290,10 @@ def test_prometheus_sees_the_lab_and_real_faults_fire_their_alerts(lab_cluster, 
             ssh("lab-node2", HEALTH)  # exits non-zero: the node fails, and is drained
             link = receiver.wait("RdmaLlmFabricLinkDown", "firing", t0, LINK_DOWN_FOR_S + 40)
             drained = receiver.wait("RdmaLlmSlurmNodeDrained", "firing", t0, 40)
+            # The drain panel's series, the node check's own (a rollout's or a repair's would not fire).
+            panel = next(p for p in dashboards.panels("rdma-llm-slurm") if p.needs == "drain")
+            held = wait_series(panel.expr, 1, 30)
+            assert [s["metric"]["by"] for s in held if s["metric"]["node"] == "lab-node2"] == ["node_check"], held
         finally:
             t1 = time.monotonic()
             ssh_ok("lab-node2", "ip", "link", "set", cluster.FABRIC_IFNAME, "up")

@@ -28,7 +28,14 @@ ROLLING_REASON = "rolling: "
 # and re-proves it, or one whose repair failed; the node check leaves both alone.
 REPAIR_REASON = "repair: "
 # What a change's name may hold: it becomes part of a Slurm drain reason (scontrol's command line) and of file names.
-CHANGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:=+/,-]{0,63}$")
+# No `: ` in it: in a drain reason that separates the change from why its batch failed (drain_owner).
+CHANGE_RE = re.compile(r"^(?!.*: )[A-Za-z0-9][A-Za-z0-9 ._:=+/,-]{0,63}$")
+# Who set a drain reason, by its prefix (drain_owner): the node check, a rollout or a repair holding the node (planned,
+# the project's own), one of their failures (the node waits for a person), or anyone else.
+DRAIN_OWNERS = ("node_check", "rolling", "rolling_failed", "repair", "repair_failed", "other")
+PLANNED_OWNERS = ("rolling", "repair")
+# Slurm's `[user@time]` after a reason it keeps.
+STAMP_RE = re.compile(r"\s*\[[^\]\s]+@[^\]\s]+\]$")
 # squeue's line for the rollout: job id, state, node list (`squeue --noheader --format=%i|%T|%N`).
 SQUEUE_FORMAT = "%i|%T|%N"
 
@@ -53,7 +60,7 @@ def change_name(value: Any) -> str:
     if not CHANGE_RE.match(text):
         raise RuleError(
             f"rolling_change is {value!r}: a short name of the change (1-64 characters: letters, digits, space and"
-            " ._:=+/,-), the drain reason names it"
+            " ._:=+/,-, no ': '), the drain reason names it"
         )
     return text
 
@@ -64,6 +71,21 @@ def drain_reason(change: str, why: str = "", prefix: str = ROLLING_REASON) -> st
     start with `repair: ` (`prefix`)."""
     reason = prefix + change_name(change) + (f": {why}" if why else "")
     return re.sub(r"[\"'\x00-\x1f\x7f]", " ", reason)[:REASON_MAX]
+
+
+def drain_owner(reason: str) -> str:
+    """Who drained a node (DRAIN_OWNERS), from its reason with or without Slurm's `[user@time]`: the node check
+    (`rdma-node-check: `), a rollout's batch (`rolling: <change>`; with `: <why>` after the change its change or
+    proof failed), a repair holding the node (`repair: node-check: ...`) or one that failed (`repair: failed: ...`),
+    else `other` (an operator, Slurm itself)."""
+    text = STAMP_RE.sub("", str(reason or "").strip())
+    if text.startswith(SLURM_REASON):
+        return "node_check"
+    if text.startswith(REPAIR_REASON):
+        return "repair_failed" if text.startswith(REPAIR_REASON + "failed: ") else "repair"
+    if text.startswith(ROLLING_REASON):
+        return "rolling_failed" if ": " in text.removeprefix(ROLLING_REASON) else "rolling"
+    return "other"
 
 
 def jobs_by_node(squeue: str) -> dict[str, list[str]]:
@@ -134,7 +156,7 @@ def drained_by(fields: Mapping[str, str], prefix: str) -> bool:
 def earlier_reason(fields: Mapping[str, str]) -> str:
     """A node's drain reason without Slurm's `[user@time]` suffix nor the repair loop's own prefixes: what the node
     check found, which a repair keeps in the reason it sets."""
-    reason = re.sub(r"\s*\[[^\]\s]+@[^\]\s]+\]$", "", str(fields.get("Reason", "")).strip())
+    reason = STAMP_RE.sub("", str(fields.get("Reason", "")).strip())
     while reason.startswith(REPAIR_REASON):
         reason = reason.removeprefix(REPAIR_REASON).removeprefix("node-check: ").removeprefix("failed: ")
     return reason

@@ -21,6 +21,7 @@ NEEDS = {
     "gpu": "a GPU (NVML through nvidia-smi)",
     "rdma": "an RDMA NIC's counters (hw_counters, ethtool -S priority pauses, infiniband ports)",
     "pending": "a job pending in Slurm",
+    "drain": "a Slurm node drained",
     "training": "a training run (the lab test launches one)",
 }
 # The window of every rate(): Grafana's own, at least four scrapes (Grafana docs, "$__rate_interval").
@@ -130,6 +131,8 @@ DASHBOARDS = {
         Panel("slurmctld answering", "rdma_llm_slurm_up", "short", "{{instance}}", kind="stat"),
         Panel("Nodes by state", "rdma_llm_slurm_nodes", "short", "{{state}}"),
         Panel("Each node's state", "rdma_llm_slurm_node_state == 1", "short", "{{node}} {{state}}"),
+        Panel("Who drained each node", "rdma_llm_slurm_node_drained_by == 1", "short", "{{node}} {{by}}",
+              "drain"),
         Panel("Jobs by state", "rdma_llm_slurm_jobs", "short", "{{state}}"),
         Panel("Pending jobs by reason", "rdma_llm_slurm_pending_jobs", "short", "{{reason}}", "pending"),
         Panel("Jobs started/s", f"rate(rdma_llm_slurm_scheduler_jobs_started_total[{RATE}])", "short", "started"),

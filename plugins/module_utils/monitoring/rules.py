@@ -20,6 +20,7 @@ from string import Template
 from typing import NamedTuple
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import RuleError
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.lifecycle.rolling import PLANNED_OWNERS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.node_health import VERDICTS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.rdma import HW_COUNTERS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.config import DEFAULTS as NODE_CHECK
@@ -294,11 +295,14 @@ RULES = (
          "slurmctld does not answer",
          "scontrol on {{ $labels.instance }} has not reached slurmctld for %down_for: no job starts or ends.",
          "slurmctld does not answer", "Prometheus docs, InstanceDown"),
-    Rule("RdmaLlmSlurmNodeDrained", "rdma_llm_slurm", 'rdma_llm_slurm_node_state{state=~"drained|draining"} == 1',
+    Rule("RdmaLlmSlurmNodeDrained", "rdma_llm_slurm",
+         'rdma_llm_slurm_node_state{state=~"drained|draining"} == 1 unless on (instance, node) '
+         f'rdma_llm_slurm_node_drained_by{{by=~"{"|".join(PLANNED_OWNERS)}"}} == 1',
          None, "warning", "Slurm node {{ $labels.node }} is {{ $labels.state }}",
          "Slurm keeps new jobs off {{ $labels.node }} ({{ $labels.state }}); a node the node check failed is drained "
          "with its reason (scontrol show node {{ $labels.node }}).",
-         "a Slurm node is drained or draining", "the node check's drain (node/slurm.py)"),
+         "a Slurm node is drained or draining, unless a rollout or a repair holds it (its batch, not a failure)",
+         "the node check's drain (node/slurm.py); rolling.yml and repair.yml's reasons (lifecycle/rolling.py)"),
     Rule("RdmaLlmSlurmNodeDown", "rdma_llm_slurm",
          'rdma_llm_slurm_node_state{state=~"down|fail|not_responding"} == 1', None, "warning",
          "Slurm node {{ $labels.node }} is {{ $labels.state }}",

@@ -1,5 +1,6 @@
 """Slurm as metrics, read on the controller: whether slurmctld answers, each node's state (`scontrol show nodes
---oneliner`, the launch's own reading), the jobs by state and the pending ones by reason (`squeue` in the launch's
+--oneliner`, the launch's own reading) and who drained it (the reason's prefix: the node check, a rollout or a
+repair, lifecycle/rolling.py drain_owner), the jobs by state and the pending ones by reason (`squeue` in the launch's
 format), and a few of slurmctld's scheduler statistics (`sdiag`).
 
 When slurmctld does not answer (launch/slurm_state.py controller_error: the client tools' own messages) the file
@@ -18,6 +19,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_stat
     parse_fields,
     parse_queue,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.lifecycle.rolling import DRAIN_OWNERS, drain_owner
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring.exposition import Metric, render, table
 
 NODES = "scontrol show nodes --oneliner"
@@ -69,6 +71,8 @@ METRICS = table(
     Metric("rdma_llm_slurm_nodes", "gauge", "", ("state",), "Nodes in each state (one state per node)", NODES),
     Metric("rdma_llm_slurm_node_state", "gauge", "", ("node", "state"),
            "1 for the node's state, 0 for every other state", NODES),
+    Metric("rdma_llm_slurm_node_drained_by", "gauge", "", ("node", "by"),
+           "1 for who drained the node (its reason's prefix), 0 for the others; all 0 for a node not drained", NODES),
     Metric("rdma_llm_slurm_jobs", "gauge", "", ("state",), "Jobs in each active state", SQUEUE),
     Metric("rdma_llm_slurm_pending_jobs", "gauge", "", ("reason",), "Pending jobs by the reason Slurm gives",
            SQUEUE),
@@ -105,9 +109,11 @@ def node_samples(show_nodes: str) -> list:
     for fields in nodes:
         state = node_state(fields)
         counts[state] += 1
-        out += [
-            ("rdma_llm_slurm_node_state", {"node": fields["NodeName"], "state": s}, int(s == state)) for s in STATES
-        ]
+        node = fields["NodeName"]
+        out += [("rdma_llm_slurm_node_state", {"node": node, "state": s}, int(s == state)) for s in STATES]
+        drained = bool(set(node_words(fields)) & {"DRAIN", "DRAINED", "DRAINING"})
+        by = drain_owner(fields.get("Reason", "")) if drained else None
+        out += [("rdma_llm_slurm_node_drained_by", {"node": node, "by": b}, int(b == by)) for b in DRAIN_OWNERS]
     return out + [("rdma_llm_slurm_nodes", {"state": s}, n) for s, n in counts.items()]
 
 

@@ -57,7 +57,7 @@ BAD: list[tuple[str, Change, list[str]]] = [
      ["all: rolling_batch is True: a count of nodes (2) or a percentage of them (25%)"]),
     ("change-with-a-quote", everywhere("rolling_change", "qos'; scontrol shutdown"),
      ["all: rolling_change is \"qos'; scontrol shutdown\": a short name of the change (1-64 characters: letters,"
-      " digits, space and ._:=+/,-), the drain reason names it"]),
+      " digits, space and ._:=+/,-, no ': '), the drain reason names it"]),
     ("deadline-negative", everywhere("rolling_job_deadline", -1),
      ["all: rolling_job_deadline must be an integer >= 0 (got -1)"]),
     ("poll-zero", everywhere("rolling_poll_interval", 0),

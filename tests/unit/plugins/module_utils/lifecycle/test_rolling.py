@@ -108,9 +108,38 @@ def test_drain_reason_names_the_change_and_leaves_out_what_scontrol_would_split(
     reason = rolling.drain_reason("qos", 'proof failed: verdict: FAIL at "reachability"\nx')
     assert reason == "rolling: qos: proof failed: verdict: FAIL at  reachability  x"
     assert len(rolling.drain_reason("qos", "y" * 500)) == 240
-    for bad in ("", "a'b", "a;b", "x" * 65, None):
+    for bad in ("", "a'b", "a;b", "x" * 65, None, "torch: 2.5"):
         with pytest.raises(RuleError, match="rolling_change"):
             rolling.change_name(bad)
+    assert rolling.change_name("torch=2.5:cu124") == "torch=2.5:cu124"
+
+
+@pytest.mark.parametrize(
+    ("reason", "owner"),
+    [
+        ("rdma-node-check: rdma0 MTU 1500 [root@2026-11-26T13:06:53]", "node_check"),
+        ("rolling: qos-strict [root@2026-12-03T07:30:36]", "rolling"),
+        ("rolling: torch=2.5:cu124", "rolling"),  # a colon without a space is the change's
+        ("rolling: qos: proof failed: FAIL at reachability (log b1.log)", "rolling_failed"),
+        ("repair: node-check: rdma0 MTU 1500", "repair"),
+        ("repair: failed: proof failed: FAIL at pair (node check: rdma0 MTU 1500)", "repair_failed"),
+        ("maintenance by hand [root@2026-11-26T11:48:04]", "other"),
+        ("rollingstock", "other"),
+        ("", "other"),
+    ],
+)
+def test_drain_owner_reads_who_set_the_reason(reason: str, owner: str) -> None:
+    assert rolling.drain_owner(reason) == owner
+    assert owner in rolling.DRAIN_OWNERS
+
+
+def test_the_reasons_the_role_sets_are_read_back_as_its_own() -> None:
+    assert rolling.drain_owner(rolling.drain_reason("qos profile")) == "rolling"
+    assert rolling.drain_owner(rolling.drain_reason("qos", "proof failed: FAIL at reachability")) == "rolling_failed"
+    held = rolling.drain_reason("node-check", "rdma-node-check: rdma0 MTU 1500", rolling.REPAIR_REASON)
+    assert rolling.drain_owner(held) == "repair"
+    failed = rolling.drain_reason("failed", "proof failed: FAIL at pair (node check: x)", rolling.REPAIR_REASON)
+    assert rolling.drain_owner(failed) == "repair_failed"
 
 
 def test_run_outcome_quotes_the_proofs_verdict_or_the_first_fatal_task() -> None:

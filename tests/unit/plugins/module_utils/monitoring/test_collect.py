@@ -198,7 +198,8 @@ def test_a_failed_squeue_leaves_the_job_series_out(tmp_path: Path) -> None:
     text, problems = collect.read_slurm({}, host(tmp_path, {"scontrol show": NODES, "squeue --noheader": timed_out})[0])
     assert problems == ["squeue --noheader --format=%i|%T|%r|%S|%N: squeue did not finish within 5 s",
                         "sdiag is not installed"]  # fmt: skip
-    assert names(text) == {"rdma_llm_slurm_up", "rdma_llm_slurm_nodes", "rdma_llm_slurm_node_state"}
+    nodes = {"rdma_llm_slurm_nodes", "rdma_llm_slurm_node_state", "rdma_llm_slurm_node_drained_by"}
+    assert names(text) == {"rdma_llm_slurm_up", *nodes}
 
 
 # -------------------------------------------------------------------------------------------------- training

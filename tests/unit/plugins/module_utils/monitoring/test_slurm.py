@@ -1,12 +1,13 @@
 """Slurm as metrics (monitoring/slurm.py). Samples: tests/fixtures/slurm/ (recorded on the lab's Slurm 22.05.8,
 see its README): `scontrol show nodes --oneliner` with two idle nodes, the node states recorded one by one (down,
-drained by hand while not responding, drained by rdma-node-check), `squeue` in the launch's format with one job
-running and one pending; SDIAG below."""
+drained by hand while not responding, drained by rdma-node-check), three nodes with one drained by a rollout,
+`squeue` in the launch's format with one job running and one pending; SDIAG below."""
 
 from __future__ import annotations
 
 import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_state import parse_fields
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.lifecycle.rolling import DRAIN_OWNERS
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.monitoring import slurm
 
 from tests.unit.plugins.module_utils.monitoring.monitoring_helpers import fixture, names, parse, series, value
@@ -129,6 +130,39 @@ def test_the_state_words_slurm_combines(state_field: str, state: str) -> None:
     line = fixture("slurm/scontrol_show_node_idle.txt").replace("State=IDLE ", f"State={state_field} ")
     assert slurm.node_state(parse_fields(line.strip())) == state
     assert state in slurm.STATES
+
+
+@pytest.mark.parametrize(
+    ("recording", "by"),
+    [
+        ("scontrol_show_node_drained_by_check.txt", "node_check"),  # Reason=rdma-node-check: test failure [root@...]
+        ("scontrol_show_node_drain.txt", "other"),  # Reason=maintenance by hand [root@...]
+        ("scontrol_show_node_idle.txt", None),  # not drained: every owner 0
+        ("scontrol_show_node_down.txt", None),  # DOWN with a reason: not a drain
+    ],
+)
+def test_who_drained_each_recorded_node(recording: str, by: str | None) -> None:
+    text = slurm.textfile(0, fixture(f"slurm/{recording}"))
+    drained = series(text, "rdma_llm_slurm_node_drained_by")
+    assert {dict(k)["by"] for k in drained} == set(DRAIN_OWNERS)
+    assert {dict(k)["by"] for k, v in drained.items() if v == 1} == ({by} if by else set())
+
+
+def test_a_rollouts_drain_is_its_own_while_its_job_still_runs() -> None:
+    # Recorded on the lab: lab-node3 MIXED+DRAIN with `rolling: qos-strict [root@...]`, its job still running.
+    text = slurm.textfile(0, fixture("slurm/scontrol_show_nodes_rolling_drain.txt"))
+    assert value(text, "rdma_llm_slurm_node_state", node="lab-node3", state="draining") == 1
+    assert value(text, "rdma_llm_slurm_node_drained_by", node="lab-node3", by="rolling") == 1
+    assert value(text, "rdma_llm_slurm_node_drained_by", node="lab-node1", by="rolling") == 0
+    # The same node left drained by its failed proof, and held or failed by the repair loop.
+    for reason, by in (
+        ("rolling: qos-strict: proof failed: FAIL at reachability (log b1.log)", "rolling_failed"),
+        ("repair: node-check: rdma0 MTU 1500", "repair"),
+        ("repair: failed: proof failed: FAIL at reachability (node check: rdma0 MTU 1500)", "repair_failed"),
+    ):
+        line = fixture("slurm/scontrol_show_nodes_rolling_drain.txt").replace("rolling: qos-strict", reason)
+        found = series(slurm.textfile(0, line), "rdma_llm_slurm_node_drained_by")
+        assert [dict(k) for k, v in found.items() if v == 1] == [{"node": "lab-node3", "by": by}]
 
 
 def test_only_pending_jobs_count_by_reason() -> None:
