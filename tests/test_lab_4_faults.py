@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.slurm import parse_scontrol_node
 
 from lab import cluster, podman
-from tests.conftest import playbook, tail
+from tests.conftest import ROOT, playbook, tail
 from tests.test_lab_3_train import (  # noqa: F401
     ARTIFACTS,
     KILL,
@@ -441,4 +441,84 @@ def test_slurm_drains_a_failing_node_with_the_reason_and_returns_it(lab_cluster)
         assert f"slurm: {victim} left as it is" in checked.stderr, checked.stderr
         assert slurm_node(victim)["reason"] == "maintenance by hand", slurm_node(victim)
     finally:
+        ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")
+
+
+REPAIRS = ROOT / "artifacts" / "rolling"
+# A change that does nothing, for the repair whose fault outlives it (a bad cable: no reboot nor re-converge mends it).
+NOTHING = """\
+- name: Nothing
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Leave the node as it is
+      ansible.builtin.debug:
+        msg: the fault stays
+"""
+
+
+def repair(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """repair.yml on lab-node2 with lab-node1 in service as its reference, with its report."""
+    before = {p.name for p in REPAIRS.iterdir()} if REPAIRS.exists() else set()
+    proc = playbook("playbooks/repair.yml", "--limit", "lab-node1,lab-node2", "-e", "rolling_proof_pair_seconds=1",
+                    "-e", "rolling_poll_interval=2", *args, timeout=900)  # fmt: skip
+    new = sorted(p for p in REPAIRS.iterdir() if p.name not in before and p.name.endswith("-repair"))
+    assert new, tail(proc)
+    return proc, json.loads((new[-1] / "report.json").read_text())
+
+
+def test_repair_reboots_reconverges_reproves_and_returns_a_drained_node(lab_cluster, tmp_path) -> None:
+    """repair.yml takes the node the node check drained (lab-node2, its fabric MTU wrong). First with a fault no
+    reboot mends (the power cycle `true`, the change a playbook that does nothing: a bad cable's case): its proof
+    fails and the node stays drained, the repair's failure and the node check's reason in its reason. Then the lab's
+    reboot (the controller restarts the container; the MTU comes back from the node's own network config at boot),
+    site.yml on it alone, the proof against lab-node1, and the node is back in service with its time to return."""
+    victim = lab_cluster["hosts"][1]
+    assert ssh(victim, "ip", "link", "set", "rdma0", "mtu", "1500").returncode == 0
+    try:
+        checked = ssh(victim, "/usr/local/sbin/rdma-node-health-slurm")  # the health check, at once
+        assert checked.returncode != 0, checked.stdout + checked.stderr
+        node = slurm_node(victim)
+        assert "DRAIN" in (node["state"] or "") and node["reason"].startswith("rdma-node-check: "), node
+        noop = tmp_path / "nothing.yml"
+        noop.write_text(NOTHING)
+        failed, report = repair(
+            "-e", json.dumps({"rolling_repair_power_cycle": ["true"], "rolling_playbook": str(noop)})
+        )
+        assert failed.returncode != 0, tail(failed)
+        (batch,) = report["batches"]
+        assert (batch["hosts"], batch["status"], batch["reference"]) == ([victim], "failed", "lab-node1"), batch
+        assert batch["why"].startswith("proof failed: FAIL at "), batch
+        node = slurm_node(victim)
+        assert "DRAIN" in (node["state"] or ""), node
+        assert node["reason"].startswith("repair: failed: proof failed: FAIL at ") and "MTU 1500" in node["reason"], (
+            node
+        )
+        # The node check leaves the repair's drain alone: it is not its own.
+        ssh(victim, "/usr/local/sbin/rdma-node-health-slurm")
+        assert slurm_node(victim)["reason"] == node["reason"]
+    except BaseException:
+        ssh(victim, "ip", "link", "set", "rdma0", "mtu", str(cluster.FABRIC_MTU))
+        ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")
+        raise
+    t0 = time.monotonic()
+    try:
+        proc, report = repair()
+        took = time.monotonic() - t0
+        assert proc.returncode == 0, tail(proc)
+        (batch,) = report["batches"]
+        assert (batch["hosts"], batch["status"], batch["reference"]) == ([victim], "done", "lab-node1"), batch
+        assert 0 < batch["seconds"] <= took, (batch, took)
+        print(f"repair: {victim} back in service {batch['seconds']:.0f} s after its repair began ({took:.0f} s run)")
+        assert report["status"] == "passed", report
+        flat = " ".join(proc.stdout.split())
+        assert f"batch 1 {victim}: done against lab-node1" in flat, tail(proc)
+        node = slurm_node(victim)
+        assert "DRAIN" not in (node["state"] or ""), node
+        mtu = ssh_ok(victim, "cat", "/sys/class/net/rdma0/mtu").stdout.strip()
+        assert mtu == str(cluster.FABRIC_MTU), mtu  # the reboot mended it, not the test
+        ran = ssh_ok("lab-node1", "srun", f"--nodelist={victim}", "--time=1", "hostname").stdout.strip()
+        assert ran == victim, ran
+    finally:
+        ssh(victim, "ip", "link", "set", "rdma0", "mtu", str(cluster.FABRIC_MTU))
         ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")

@@ -34,6 +34,8 @@ CHANGE_RE = re.compile(r"^(?!.*: )[A-Za-z0-9][A-Za-z0-9 ._:=+/,-]{0,63}$")
 # the project's own), one of their failures (the node waits for a person), or anyone else.
 DRAIN_OWNERS = ("node_check", "rolling", "rolling_failed", "repair", "repair_failed", "other")
 PLANNED_OWNERS = ("rolling", "repair")
+# A nested run's log in why it failed (run_outcome).
+LOG_RE = re.compile(r" \(log [^()]*\)")
 # Slurm's `[user@time]` after a reason it keeps.
 STAMP_RE = re.compile(r"\s*\[[^\]\s]+@[^\]\s]+\]$")
 # squeue's line for the rollout: job id, state, node list (`squeue --noheader --format=%i|%T|%N`).
@@ -68,7 +70,9 @@ def change_name(value: Any) -> str:
 def drain_reason(change: str, why: str = "", prefix: str = ROLLING_REASON) -> str:
     """`rolling: <change>` (and why, e.g. its proof failed), within Slurm's reason length as the node check keeps it;
     quotes and control characters are left out (scontrol reads the reason as one argument). The repair loop's reasons
-    start with `repair: ` (`prefix`)."""
+    start with `repair: ` (`prefix`). A nested run's log (run_outcome's `(log <path>)`) is the report's, not the
+    reason's: Slurm's reason is short, and the node check's finding a repair keeps after it must fit."""
+    why = LOG_RE.sub("", why or "")
     reason = prefix + change_name(change) + (f": {why}" if why else "")
     return re.sub(r"[\"'\x00-\x1f\x7f]", " ", reason)[:REASON_MAX]
 

@@ -108,6 +108,12 @@ def test_drain_reason_names_the_change_and_leaves_out_what_scontrol_would_split(
     reason = rolling.drain_reason("qos", 'proof failed: verdict: FAIL at "reachability"\nx')
     assert reason == "rolling: qos: proof failed: verdict: FAIL at  reachability  x"
     assert len(rolling.drain_reason("qos", "y" * 500)) == 240
+    # The nested run's log is the report's: the repair's reason keeps the node check's finding after it.
+    why = rolling.run_outcome(2, "proof", "", "/srv/artifacts/rolling/20261203-repair/batch-1", {"status": "fail",
+                              "first_failure": "node health", "bad_hosts": ["n2"]})  # fmt: skip
+    assert rolling.drain_reason("failed", f"{why} (node check: rdma0 MTU 1500)", rolling.REPAIR_REASON) == (
+        "repair: failed: proof failed: FAIL at node health; bad host(s): n2 (node check: rdma0 MTU 1500)"
+    )
     for bad in ("", "a'b", "a;b", "x" * 65, None, "torch: 2.5"):
         with pytest.raises(RuleError, match="rolling_change"):
             rolling.change_name(bad)
