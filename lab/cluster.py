@@ -64,6 +64,12 @@ class Node:
         """This host's address on rail `rail` (0: the fabric address)."""
         return f"{rail_prefix(rail)}.{10 + self.index}/24"
 
+    def rail_mac(self, rail: int) -> str:
+        """This host's NIC address on rail `rail`, locally administered and fixed: a restarted host keeps it, as a
+        server's NIC does (podman would give the new veth a new one, and its peers' stale neighbour entries would
+        lose its first packets after a reboot)."""
+        return f"02:72:6c:{rail:02x}:{self.index // 256:02x}:{self.index % 256:02x}"
+
 
 def rail_prefix(rail: int) -> str:
     return FABRIC_PREFIX if rail == 0 else f"10.77.{250 + rail}"
@@ -269,7 +275,11 @@ def node_run_args(node: Node, rails: int = 1, cgroup_parent: str | None = None) 
         "--no-hosts",
         "--network",
         f"{MGMT_NET}:ip={node.mgmt_ip}",
-        *(a for r in range(rails) for a in ("--network", f"{rail_net(r)}:interface_name={rail_ifname(r)}")),
+        *(
+            a
+            for r in range(rails)
+            for a in ("--network", f"{rail_net(r)}:interface_name={rail_ifname(r)},mac={node.rail_mac(r)}")
+        ),
         "-v",
         f"{KEY}.pub:/root/.ssh/authorized_keys:ro",
         # A restarted host brings its netplan fabric address up at boot, as a real server does.

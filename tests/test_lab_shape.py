@@ -27,8 +27,12 @@ def test_rails_in_the_inventory_and_on_the_hosts() -> None:
     # with another number of rails starts the host again.
     args = cluster.node_run_args(nodes[0], rails=2)
     networks = [args[i + 1] for i, a in enumerate(args) if a == "--network"]
-    assert networks == [f"{cluster.MGMT_NET}:ip=10.77.0.11", "rdmalab-fabric:interface_name=rdma0",
-                        "rdmalab-fabric2:interface_name=rdma1"]  # fmt: skip
+    # Each NIC's address fixed (a restarted host keeps it, as a server's NIC does), one per host and rail.
+    assert networks == [f"{cluster.MGMT_NET}:ip=10.77.0.11",
+                        "rdmalab-fabric:interface_name=rdma0,mac=02:72:6c:00:00:01",
+                        "rdmalab-fabric2:interface_name=rdma1,mac=02:72:6c:01:00:01"]  # fmt: skip
+    macs = {cluster.Node(i).rail_mac(r) for i in range(1, 300) for r in range(4)}
+    assert len(macs) == 299 * 4 and all(int(m.split(":")[0], 16) & 0b11 == 0b10 for m in macs)  # local, unicast
     assert f"{cluster.RAILS_LABEL}=2" in args
     assert f"--cpu-shares={cluster.NODE_CPU_SHARES}" in args  # ahead of the Molecule queue's containers
     # The ladder's rails of that inventory: lab-node1 pings lab-node2 on both, the second from its own rail.
