@@ -96,6 +96,10 @@ DEFAULTS = {
     # (fsSpaceAvailableWarningThreshold 5, for 30m).
     "disk_free_min": 0.05,
     "disk_full_for": "30m",
+    # A node a rollout's batch or a repair holds drained this long: its run stopped before resuming it (a controller
+    # lost mid-run). 2 h: the rollout waits up to rolling_job_deadline (3600 s, roles/rolling/defaults) for a batch's
+    # jobs, then changes and proves it in minutes; a repair's reboot may take rolling_repair_reboot_timeout (600 s).
+    "drain_held_for": "2h",
     # A run whose newest step is older than this: the project's choice, over three times the payload's pg_timeout
     # (90 s, payload/config.py), after which a collective's wait fails the job: a stall no timeout ends.
     "train_stall_after": "5m",
@@ -303,6 +307,14 @@ RULES = (
          "with its reason (scontrol show node {{ $labels.node }}).",
          "a Slurm node is drained or draining, unless a rollout or a repair holds it (its batch, not a failure)",
          "the node check's drain (node/slurm.py); rolling.yml and repair.yml's reasons (lifecycle/rolling.py)"),
+    Rule("RdmaLlmSlurmNodeHeld", "rdma_llm_slurm",
+         f'rdma_llm_slurm_node_drained_by{{by=~"{"|".join(PLANNED_OWNERS)}"}} == 1', "drain_held_for", "warning",
+         "Slurm node {{ $labels.node }} held by a {{ $labels.by }} for over %drain_held_for",
+         "{{ $labels.node }} has been drained by rolling.yml or repair.yml ({{ $labels.by }}) for over %drain_held_for "
+         "and was not resumed: that run may have stopped (its report under artifacts/rolling/). Run it again, or "
+         "resume the node once its change is proven.",
+         "a rollout or a repair holds a node drained for drain_held_for",
+         "rolling_job_deadline 3600 s plus the change and its proof"),
     Rule("RdmaLlmSlurmNodeDown", "rdma_llm_slurm",
          'rdma_llm_slurm_node_state{state=~"down|fail|not_responding"} == 1', None, "warning",
          "Slurm node {{ $labels.node }} is {{ $labels.state }}",
@@ -412,6 +424,7 @@ CHECKS = {
     "disk_free_min": lambda n, v: _number(n, v, 0, 1, open_lo=True),
     "disk_full_for": lambda n, v: _duration(n, v, zero=True),
     "switch_read_stale_after": _duration,
+    "drain_held_for": _duration,
     "train_stall_after": _duration,
     "train_throughput_min_ratio": lambda n, v: _number(n, v, 0, 1, open_lo=True),
     "train_throughput_window": _duration,
