@@ -34,6 +34,8 @@ CHANGE_RE = re.compile(r"^(?!.*: )[A-Za-z0-9][A-Za-z0-9 ._:=+/,-]{0,63}$")
 # the project's own), one of their failures (the node waits for a person), or anyone else.
 DRAIN_OWNERS = ("node_check", "rolling", "rolling_failed", "repair", "repair_failed", "other")
 PLANNED_OWNERS = ("rolling", "repair")
+# Who drained a node, as a refusal says it (an owner not listed: "hand").
+DRAINED_BY_WORDS = {"node_check": "the node check", "repair": "the repair loop", "repair_failed": "the repair loop"}
 # A nested run's log in why it failed (run_outcome).
 LOG_RE = re.compile(r" \(log [^()]*\)")
 # Slurm's `[user@time]` after a reason it keeps.
@@ -210,7 +212,7 @@ def refusals(hosts: Sequence[str], found: Mapping[str, Mapping[str, str]], slurm
             fields, ROLLING_REASON
         ):
             reason = fields.get("Reason", "")
-            who = "the node check" if reason.startswith(SLURM_REASON) else "hand"
+            who = DRAINED_BY_WORDS.get(drain_owner(reason), "hand")
             out.append(
                 f"{host}: Slurm node {fields.get('NodeName')} is drained by {who} ({reason}): repair it first"
                 " (playbooks/repair.yml) or leave it out (--limit)"

@@ -86,6 +86,11 @@ def test_refusals_name_nodes_drained_by_others_but_not_by_the_rollout() -> None:
     ]
     by_hand = node_map(fixture("scontrol_show_node_drain.txt"), {"h2": ["mol-slurm-2"]})
     assert "is drained by hand (maintenance by hand" in rolling.refusals(["h2"], by_hand, True)[0]
+    # A node the repair loop holds or failed is its, not an operator's.
+    for reason in ("repair: node-check: rdma0 MTU 1500", "repair: failed: proof failed: FAIL at pair"):
+        held = node_map(fixture("scontrol_show_node_drain.txt").replace("maintenance by hand", reason),
+                        {"h2": ["mol-slurm-2"]})  # fmt: skip
+        assert f"is drained by the repair loop ({reason}" in rolling.refusals(["h2"], held, True)[0]
     # A node a rollout drained (recorded while its job still ran: MIXED+DRAIN) may be rolled again.
     recorded = fixture("scontrol_show_nodes_rolling_drain.txt")
     ours = node_map(recorded, {h: [h] for h in ("lab-node1", "lab-node2", "lab-node3")})
