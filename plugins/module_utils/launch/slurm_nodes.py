@@ -33,6 +33,15 @@ UNUSABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESP
             "POWER_DOWN", "FUTURE", "UNKNOWN", "NO_RESPOND")  # fmt: skip
 
 
+# The state words of a drain (`IDLE+DRAIN` once idle, `DRAINING` while jobs run; scontrol and sinfo spell them so).
+DRAIN_WORDS = ("DRAIN", "DRAINED", "DRAINING")
+
+
+def is_drained(fields: Mapping[str, str]) -> bool:
+    """Whether the node is drained or draining, whatever its base state."""
+    return any(w in DRAIN_WORDS for w in node_words(fields))
+
+
 def node_words(fields: Mapping[str, str]) -> list[str]:
     """`State=IDLE+DRAIN+NOT_RESPONDING` as its words (a trailing `*` is sinfo's NOT_RESPONDING)."""
     raw = fields.get("State", "")

@@ -13,6 +13,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import Rul
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_nodes import (
     UNUSABLE,
     expand_hostlist,
+    is_drained,
     node_words,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_state import ACTIVE, parse_fields
@@ -154,9 +155,7 @@ def in_service(hosts: Sequence[str], found: Mapping[str, Mapping[str, str]]) -> 
 
 def drained_by(fields: Mapping[str, str], prefix: str) -> bool:
     """Whether the node is drained (or draining) with a reason that starts with `prefix`."""
-    words = node_words(fields)
-    drained = any(w in ("DRAIN", "DRAINED", "DRAINING") for w in words)
-    return drained and str(fields.get("Reason", "")).startswith(prefix)
+    return is_drained(fields) and str(fields.get("Reason", "")).startswith(prefix)
 
 
 def earlier_reason(fields: Mapping[str, str]) -> str:
@@ -208,9 +207,7 @@ def refusals(hosts: Sequence[str], found: Mapping[str, Mapping[str, str]], slurm
         fields = found.get(host)
         if not fields:
             out.append(f"{host}: not a Slurm node (no NodeName, NodeHostName or NodeAddr is one of its names)")
-        elif any(w in ("DRAIN", "DRAINED", "DRAINING") for w in node_words(fields)) and not drained_by(
-            fields, ROLLING_REASON
-        ):
+        elif is_drained(fields) and not drained_by(fields, ROLLING_REASON):
             reason = fields.get("Reason", "")
             who = DRAINED_BY_WORDS.get(drain_owner(reason), "hand")
             out.append(

@@ -40,6 +40,8 @@ def duration_text(whole_seconds: int) -> str:
     return out or "0s"
 
 
+# A node a rollout or a repair holds drained, their batch (lifecycle/rolling.py PLANNED_OWNERS): planned, not a fault.
+_HELD = f'rdma_llm_slurm_node_drained_by{{by=~"{"|".join(PLANNED_OWNERS)}"}} == 1'
 TRANSPORT_COUNTERS = ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err",
                       "rnr_nak_retry_err")  # fmt: skip
 DEFAULTS = {
@@ -300,15 +302,14 @@ RULES = (
          "scontrol on {{ $labels.instance }} has not reached slurmctld for %down_for: no job starts or ends.",
          "slurmctld does not answer", "Prometheus docs, InstanceDown"),
     Rule("RdmaLlmSlurmNodeDrained", "rdma_llm_slurm",
-         'rdma_llm_slurm_node_state{state=~"drained|draining"} == 1 unless on (instance, node) '
-         f'rdma_llm_slurm_node_drained_by{{by=~"{"|".join(PLANNED_OWNERS)}"}} == 1',
+         'rdma_llm_slurm_node_state{state=~"drained|draining"} == 1 unless on (instance, node) ' + _HELD,
          None, "warning", "Slurm node {{ $labels.node }} is {{ $labels.state }}",
          "Slurm keeps new jobs off {{ $labels.node }} ({{ $labels.state }}); a node the node check failed is drained "
          "with its reason (scontrol show node {{ $labels.node }}).",
          "a Slurm node is drained or draining, unless a rollout or a repair holds it (its batch, not a failure)",
          "the node check's drain (node/slurm.py); rolling.yml and repair.yml's reasons (lifecycle/rolling.py)"),
     Rule("RdmaLlmSlurmNodeHeld", "rdma_llm_slurm",
-         f'rdma_llm_slurm_node_drained_by{{by=~"{"|".join(PLANNED_OWNERS)}"}} == 1', "drain_held_for", "warning",
+         _HELD, "drain_held_for", "warning",
          "Slurm node {{ $labels.node }} held by a {{ $labels.by }} for over %drain_held_for",
          "{{ $labels.node }} has been drained by rolling.yml or repair.yml ({{ $labels.by }}) for over %drain_held_for "
          "and was not resumed: that run may have stopped (its report under artifacts/rolling/). Run it again, or "

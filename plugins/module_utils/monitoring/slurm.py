@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_nodes import node_words
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_nodes import (
+    DRAIN_WORDS,
+    is_drained,
+    node_words,
+)
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.slurm_state import (
     ACTIVE,
     QUEUE_FORMAT,
@@ -91,7 +95,7 @@ def node_state(fields: dict) -> str:
         return "fail"
     if "NOT_RESPONDING" in words:
         return "not_responding"
-    if words & {"DRAIN", "DRAINED", "DRAINING"}:
+    if words & set(DRAIN_WORDS):
         return "drained" if base == "IDLE" and "COMPLETING" not in words else "draining"
     if words & {"MAINT", "MAINTENANCE"}:
         return "maint"
@@ -111,8 +115,7 @@ def node_samples(show_nodes: str) -> list:
         counts[state] += 1
         node = fields["NodeName"]
         out += [("rdma_llm_slurm_node_state", {"node": node, "state": s}, int(s == state)) for s in STATES]
-        drained = bool(set(node_words(fields)) & {"DRAIN", "DRAINED", "DRAINING"})
-        by = drain_owner(fields.get("Reason", "")) if drained else None
+        by = drain_owner(fields.get("Reason", "")) if is_drained(fields) else None
         out += [("rdma_llm_slurm_node_drained_by", {"node": node, "by": b}, int(b == by)) for b in DRAIN_OWNERS]
     return out + [("rdma_llm_slurm_nodes", {"state": s}, n) for s, n in counts.items()]
 
