@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -26,14 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_lab import children_cpu  # noqa: E402
+
 from lab import cluster, podman, vault  # noqa: E402
 
 REPORTS = ROOT / "artifacts" / "rolling"
-
-
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def playbook(*args: str, log: Path) -> tuple[float, float, str]:

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.slurm import parse_scontrol_node
 
 from lab import cluster, podman
-from tests.conftest import ROOT, playbook, tail
+from tests.conftest import playbook, tail
 from tests.test_lab_3_train import (  # noqa: F401
     ARTIFACTS,
     KILL,
@@ -26,6 +26,7 @@ from tests.test_lab_3_train import (  # noqa: F401
     train,
     wait_for_step,
 )
+from tests.test_lab_4_validate import ROLLING, latest_report  # the rollouts' and repairs' reports
 
 pytestmark = pytest.mark.lab
 
@@ -444,7 +445,6 @@ def test_slurm_drains_a_failing_node_with_the_reason_and_returns_it(lab_cluster)
         ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")
 
 
-REPAIRS = ROOT / "artifacts" / "rolling"
 # A change that does nothing, for the repair whose fault outlives it (a bad cable: no reboot nor re-converge mends it).
 NOTHING = """\
 - name: Nothing
@@ -459,12 +459,10 @@ NOTHING = """\
 
 def repair(*args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """repair.yml on lab-node2 with lab-node1 in service as its reference, with its report."""
-    before = {p.name for p in REPAIRS.iterdir()} if REPAIRS.exists() else set()
+    before = {p.name for p in ROLLING.iterdir()} if ROLLING.exists() else set()
     proc = playbook("playbooks/repair.yml", "--limit", "lab-node1,lab-node2", "-e", "rolling_proof_pair_seconds=1",
                     "-e", "rolling_poll_interval=2", *args, timeout=900)  # fmt: skip
-    new = sorted(p for p in REPAIRS.iterdir() if p.name not in before and p.name.endswith("-repair"))
-    assert new, tail(proc)
-    return proc, json.loads((new[-1] / "report.json").read_text())
+    return proc, latest_report(before)[1]
 
 
 def test_repair_reboots_reconverges_reproves_and_returns_a_drained_node(lab_cluster, tmp_path) -> None:
@@ -497,12 +495,8 @@ def test_repair_reboots_reconverges_reproves_and_returns_a_drained_node(lab_clus
         # The node check leaves the repair's drain alone: it is not its own.
         ssh(victim, "/usr/local/sbin/rdma-node-health-slurm")
         assert slurm_node(victim)["reason"] == node["reason"]
-    except BaseException:
-        ssh(victim, "ip", "link", "set", "rdma0", "mtu", str(cluster.FABRIC_MTU))
-        ssh("lab-node1", "scontrol", "update", f"NodeName={victim}", "State=RESUME")
-        raise
-    t0 = time.monotonic()
-    try:
+
+        t0 = time.monotonic()
         proc, report = repair()
         took = time.monotonic() - t0
         assert proc.returncode == 0, tail(proc)

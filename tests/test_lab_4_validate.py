@@ -350,7 +350,7 @@ def xid_window(node: str) -> int:
 
 def latest_report(before: set[str]) -> tuple[Path, dict]:
     new = sorted(p for p in ROLLING.iterdir() if p.name not in before) if ROLLING.exists() else []
-    assert new, "rolling.yml wrote no report directory"
+    assert new, f"no new report directory under {ROLLING} (rolling.yml, repair.yml)"
     return new[-1], json.loads((new[-1] / "report.json").read_text())
 
 
