@@ -162,6 +162,11 @@ def earlier_reason(fields: Mapping[str, str]) -> str:
     """A node's drain reason without Slurm's `[user@time]` suffix nor the repair loop's own prefixes: what the node
     check found, which a repair keeps in the reason it sets."""
     reason = STAMP_RE.sub("", str(fields.get("Reason", "")).strip())
+    # A failed repair's reason ends with what the node check found: `repair: failed: <why> (node check: <was>)`;
+    # a second failure keeps <was>, not the first failure's whole reason inside its own.
+    failed, mark = REPAIR_REASON + "failed: ", " (node check: "
+    if reason.startswith(failed) and mark in reason and reason.endswith(")"):
+        reason = reason.split(mark, 1)[1][:-1]
     while reason.startswith(REPAIR_REASON):
         reason = reason.removeprefix(REPAIR_REASON).removeprefix("node-check: ").removeprefix("failed: ")
     return reason

@@ -228,3 +228,13 @@ def test_earlier_reason_strips_the_repairs_own_prefixes() -> None:
     held = rolling.drain_reason("node-check", "rdma-node-check: rdma0 MTU 1500", rolling.REPAIR_REASON)
     assert held == "repair: node-check: rdma-node-check: rdma0 MTU 1500"
     assert rolling.earlier_reason({"Reason": held + " [root@t2]"}) == "rdma-node-check: rdma0 MTU 1500"
+    # A failed repair's reason gives back the node check's finding (with its own parentheses), so a second failure
+    # does not nest the first one's reason in its own.
+    was = "rdma-node-check: rdma0: MTU 1500 (configured 9000)"
+    failed = rolling.drain_reason(
+        "failed", f"proof failed: FAIL at node_health (node check: {was})", rolling.REPAIR_REASON
+    )
+    assert rolling.earlier_reason({"Reason": failed + " [root@t3]"}) == was
+    kept = rolling.earlier_reason({"Reason": failed})
+    again = rolling.drain_reason("failed", f"proof failed: FAIL at pair (node check: {kept})", rolling.REPAIR_REASON)
+    assert again == f"repair: failed: proof failed: FAIL at pair (node check: {was})"
