@@ -105,6 +105,20 @@ def play_recap(output: str) -> dict[str, dict[str, int]]:
     }
 
 
+def changed_tasks(output: str, host: str) -> list[str]:
+    """The tasks ansible-playbook's default output shows as `changed` on `host`, in order, each once."""
+    import re
+
+    out, task = [], ""
+    for line in output.splitlines():
+        head = re.match(r"^TASK \[(.*)\] \**$", line)
+        if head:
+            task = head[1]
+        elif re.match(rf"^changed: \[{re.escape(host)}(\]| -> )", line) and task not in out:
+            out.append(task)
+    return out
+
+
 def playbook(
     *args: str, timeout: float = 1800, inventory: str | Path | None = None, **env: str
 ) -> subprocess.CompletedProcess:

@@ -9,8 +9,9 @@ whose proof fails.
 
 Runs after test_lab_2_site and test_lab_3_train (which keep the session lab at 2 hosts on one switch): it adds a
 third host, puts the hosts on two leaves under a spine (lab/cluster.py's port map) and converges it with site.yml
-while a Slurm job runs on the first two nodes: the job must outlive that run's restarts of slurmctld and slurmd (a
-new node in slurm.conf needs them). The lab goes back to 2 hosts on one switch for test_lab_5_reset.
+while a Slurm job runs on the first two nodes: only slurmctld restarts (a new node in slurm.conf; configless, no
+slurmd elsewhere), the second node's one change is its /etc/hosts, and the job must outlive the run. The lab goes
+back to 2 hosts on one switch for test_lab_5_reset.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from lab import cluster, podman
-from tests.conftest import ROOT, ladder_rungs, playbook, tail, tool_env
+from tests.conftest import ROOT, changed_tasks, ladder_rungs, playbook, tail, tool_env
 
 pytestmark = pytest.mark.lab
 
@@ -71,11 +72,21 @@ def squeue(node: str, *args: str) -> str:
     return done.stdout.strip()
 
 
+def main_pid(node: str, unit: str) -> str:
+    done = ssh(node, "systemctl", "show", "--property=MainPID", "--value", unit)
+    assert done.returncode == 0 and done.stdout.strip() not in ("", "0"), (unit, done.stdout, done.stderr)
+    return done.stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def lab3(lab_cluster) -> list[str]:
     """The 3-host leaf-spine lab, converged by site.yml under a running Slurm job; afterwards the session's 2-host
-    lab on its one switch again (the switch's state kept: its emulator starts from its state file)."""
-    controller = lab_cluster["hosts"][0]
+    lab on its one switch again (the switch's state kept: its emulator starts from its state file).
+
+    Adding lab-node3 touches only it and the controller (Slurm's configless mode, docs/slurm.md): slurmctld
+    restarts for the new node, no slurmd elsewhere restarts, lab-node2's one change is its /etc/hosts naming the
+    new node, and the job on lab-node[1-2] runs on."""
+    controller, other = lab_cluster["hosts"][:2]
     job = ssh(controller, "sbatch", "--parsable", "--nodes=2", "--job-name=across-site", "--wrap='srun sleep 1200'")
     assert job.returncode == 0, job.stderr
     job_id = job.stdout.strip()
@@ -84,15 +95,17 @@ def lab3(lab_cluster) -> list[str]:
         while squeue(controller, "-j", job_id, "-o", "%T") != "RUNNING" and time.monotonic() < deadline:
             time.sleep(1)
         assert squeue(controller, "-j", job_id, "-o", "%T") == "RUNNING", squeue(controller)
+        slurmd = {node: main_pid(node, "slurmd") for node in (controller, other)}
         state = cluster.up(3, leaves=LEAVES, spines=SPINES)
         assert sorted(state["fabric"]) == sorted(sw.name for sw in FABRIC), state
         proc = playbook("playbooks/site.yml", timeout=1800)
         assert proc.returncode == 0, tail(proc)
-        # slurm.conf gained a node (and topology.conf the fabric): both daemons restarted, and the job went on
-        # through them, on the same nodes, its steps alive.
         flat = " ".join(proc.stdout.split())
-        for daemon in ("slurmctld", "slurmd"):
-            assert f"{daemon} restarted for NodeName lab-node3 (slurm.conf(5))" in flat, tail(proc)
+        assert "slurmctld restarted for NodeName lab-node3 (slurm.conf(5))" in flat, tail(proc)
+        assert "slurmd restarted" not in flat, tail(proc)
+        assert {node: main_pid(node, "slurmd") for node in slurmd} == slurmd
+        assert changed_tasks(proc.stdout, other) == ["rdma_llm.cluster.common : Write the fabric block of /etc/hosts"]
+        # The job went on through the controller's restart, on the same nodes, its steps alive.
         assert squeue(controller, "-j", job_id, "--format=%T,%N") == "RUNNING,lab-node[1-2]"
         for node in lab_cluster["hosts"]:
             # The srun step's task on each node (scontrol listpids: PID JOBID STEPID LOCALID GLOBALID).
@@ -103,6 +116,10 @@ def lab3(lab_cluster) -> list[str]:
     deadline = time.monotonic() + 60  # a cancelled job stays in squeue while it completes
     while squeue(controller) and time.monotonic() < deadline:
         time.sleep(1)
+    # The new node takes the next job (its slurmd fetched the controller's files: it has none of its own).
+    step = ssh(controller, "srun", "--nodelist=lab-node3", "--time=1", "hostname")
+    assert step.returncode == 0 and step.stdout.strip() == "lab-node3", (step.stdout, step.stderr)
+    assert ssh("lab-node3", "test", "!", "-e", "/etc/slurm/slurm.conf").returncode == 0
     yield state["hosts"]
     cluster.up(len(lab_cluster["hosts"]))
 

@@ -9,7 +9,8 @@ short_description: Read a host's CPUs, memory, cgroup mode, GPUs and Slurm daemo
 description:
   - Reads C(/proc/cpuinfo), C(/proc/meminfo), C(/proc/self/mountinfo), C(/proc/driver/nvidia/gpus), the
     C(/dev/nvidia<N>) device files, where NVML and the Slurm build's C(gpu_nvml.so) are, the container systemd
-    detected, the short hostname and C(systemctl is-active) of munge, slurmctld and slurmd.
+    detected, the short hostname, the state of munge, slurmdbd, slurmctld and slurmd (one C(systemctl show)),
+    and whether munged started before its key file was last written.
   - Returns them as the fact C(slurm_host). Read-only; supports check mode.
 options:
   root:
@@ -27,24 +28,32 @@ EXAMPLES = r"""
 RETURN = r"""
 ansible_facts:
   description: C(slurm_host) with hostname, cpus, sockets, cores_per_socket, threads_per_core, memory_mb, cgroup
-    (mode, usable, why), container, gpus, gpu_devices, nvml, slurm_nvml and units.
+    (mode, usable, why), container, gpus, gpu_devices, nvml, slurm_nvml, units and munge_key_stale.
   type: dict
   returned: always
 """
 
 import socket
+import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.probe import UNITS, host_facts
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.probe import (
+    UNIT_PROPERTIES,
+    UNITS,
+    host_facts,
+    munge_stale,
+    parse_units,
+)
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec={"root": {"type": "path", "default": "/"}}, supports_check_mode=True)
-    units = {}
-    for unit in UNITS:
-        rc, out, _ = module.run_command(["systemctl", "is-active", unit])
-        units[unit] = out.strip() or ("unknown" if rc else "active")
-    facts = host_facts(module.params["root"], socket.gethostname(), units)
+    argv = ["systemctl", "show", *(f"--property={p}" for p in UNIT_PROPERTIES), *UNITS]
+    _, out, _ = module.run_command(argv)
+    units = parse_units(out)
+    offset = time.time() - time.monotonic()
+    stale = munge_stale(module.params["root"], units["munge"], offset)
+    facts = host_facts(module.params["root"], socket.gethostname(), {u: v["state"] for u, v in units.items()}, stale)
     module.exit_json(changed=False, ansible_facts={"slurm_host": facts})
 
 

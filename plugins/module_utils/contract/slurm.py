@@ -52,6 +52,7 @@ SLURM_ROWS: tuple[Var, ...] = (
     Var("slurm_daemon_timeout", ALL, integer(1)),
     Var("slurm_apt_cache_valid_time", ALL, integer(0)),
     Var("slurm_node_gpus", NODES, integer(0)),
+    Var("slurm_configless", ALL, boolean()),
     Var("slurm_accounting", ALL, boolean()),
     Var("slurm_reset_packages", ALL, boolean()),
     Var("slurm_accounting_database", ALL, text(slurm_rules.DB_NAME_RE, "a MariaDB name (A-Za-z0-9_, at most 32)")),

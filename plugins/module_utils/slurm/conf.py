@@ -1,5 +1,6 @@
 """slurm.conf, from the inventory and the hosts' facts: the cluster's one slurm.conf (its keys, node and partition
-lines), topology.conf, each node's cgroup.conf and gres.conf, and the controller's slurmdbd.conf (its password apart).
+lines), topology.conf, cgroup.conf and gres.conf, the controller's slurmdbd.conf (its password apart), and in
+configless mode each node's slurmd drop-in that fetches them from the controller.
 
 Plain Python (stdlib only): pytest imports it (tests/unit/plugins/module_utils/slurm/test_conf.py); the filters
 rdma_llm.cluster.slurm_cluster / slurm_apply adapt `FILTERS`; the inventory contract checks slurm_config against
@@ -43,6 +44,14 @@ CONF_KEY_RE = r"^[A-Za-z][A-Za-z0-9]*$"
 DB_NAME_RE = r"^[A-Za-z0-9_]{1,32}$"
 SINGLE_LINE_RE = r"^[^\x00-\x1f\x7f]*$"
 
+# Configless mode (slurm.conf(5) SlurmctldParameters=enable_configless, slurmd(8) --conf-server; Slurm 20.02 and
+# later): slurmctld serves these files to every slurmd, which keeps them in SlurmdSpoolDir/conf-cache. A node added
+# or removed then changes the controller's files alone (docs/slurm.md, "Adding a node").
+SERVED_FILES = ("slurm.conf", "topology.conf", "cgroup.conf", "gres.conf")
+CONFIGLESS = "enable_configless"
+# The drop-in that points a node's slurmd at the controller (reset removes it with the role's other files).
+SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/rdma-llm-configless.conf"
+
 
 # Where the daemons keep their state and logs (slurm.conf, slurmdbd.conf): reset's host/reset/data_dirs.py removes
 # them with the packages, so they live here once.
@@ -52,8 +61,9 @@ LOG_DIR = "/var/log/slurm"
 
 
 def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str, Any]) -> dict:
-    """The cluster's Slurm configuration: slurm.conf and topology.conf (the same on every host), each node's
-    cgroup.conf and gres.conf, and the notes the run prints. Reads each host's probe (ansible_facts.slurm_host)
+    """The cluster's Slurm configuration: each host's files of /etc/slurm (slurm.conf and topology.conf the same on
+    every host, or in configless mode every served file on the controller alone), its slurmd drop-in and its
+    slurmdbd.conf, and the notes the run prints. Reads each host's probe (ansible_facts.slurm_host)
     and inventory values from `hostvars`; `settings` carries the role's variables."""
     controllers = list(groups.get(CONTROLLERS) or [])
     nodes = list(groups.get(NODES) or [])
@@ -85,6 +95,10 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
     for h in nodes:
         gres[h], note = gres_conf(h, facts[h], gpus[h])
         notes += [note] if note else []
+    configless = bool(settings.get("configless"))
+    if configless:
+        cgroup_one = _one_cgroup_conf(plan["cgroup_conf"])
+        gres_one = [f"NodeName={nodename[h]} {line}" for h in nodes for line in gres[h]]
     ctl = controllers[0]
     conf: dict[str, str] = {
         "ClusterName": str(settings.get("cluster_name") or "cluster").lower(),
@@ -146,31 +160,89 @@ def cluster(hostvars: Mapping, groups: Mapping[str, list], settings: Mapping[str
     if program:
         conf["HealthCheckProgram"] = program
         conf["HealthCheckInterval"] = str(settings.get("health_check_interval") or 300)
+    if configless:
+        conf["SlurmctldParameters"] = CONFIGLESS
     conf = _override(conf, settings.get("config") or {})
+    if configless:
+        _keep_configless(conf)
     node_lines = [node_line(nodename[h], address[h], facts[h], gpus[h]) for h in nodes]
     part_lines = partition_lines(
         settings.get("partitions") or {}, settings.get("default_partition", ""), groups, nodes, nodename
     )
     slurm_conf = [*(f"# {n}" for n in notes), *(f"{k}={v}" for k, v in conf.items()), *node_lines, *part_lines]
+    files = {"slurm.conf": slurm_conf, "topology.conf": topo["lines"] or None}
+
+    def host_files(h: str) -> dict:
+        # The files of /etc/slurm on this host; None: the host must not have it (no GPU, no cgroups, or a node that
+        # fetches them from the controller).
+        if configless:
+            mine = h == ctl
+            return {
+                **{k: v if mine else None for k, v in files.items()},
+                "cgroup.conf": (cgroup_one or None) if mine else None,
+                "gres.conf": (gres_one or None) if mine else None,
+            }
+        return {**files, "cgroup.conf": plan["cgroup_conf"].get(h) or None, "gres.conf": gres.get(h) or None}
+
+    # slurmd's --conf-server takes host[:port]; SlurmctldPort may be a range, slurmctld listens on its first port.
+    port = next((v for k, v in conf.items() if k.lower() == "slurmctldport"), "")
+    if port and not re.fullmatch(r"[0-9]{1,5}(-[0-9]{1,5})?", port):
+        raise RuleError(f"slurm_config: SlurmctldPort {port!r} is not a port or a range of ports (6817-6818)")
+    server = f"{address[ctl]}:{port.split('-')[0]}" if port else address[ctl]
     return {
         "hosts": {
             h: {
                 "nodename": nodename[h],
-                # The files of /etc/slurm on this host; None: the host must not have it (no GPU, no cgroups ...).
-                "files": {
-                    "slurm.conf": slurm_conf,
-                    "topology.conf": topo["lines"] or None,
-                    "cgroup.conf": plan["cgroup_conf"].get(h) or None,
-                    "gres.conf": gres.get(h) or None,
-                },
+                "files": host_files(h),
+                # The slurmd drop-in's lines on a node that fetches its files; None: the host must not have it.
+                "dropin": dropin_lines(server) if configless and h != ctl and h in nodes else None,
                 # slurmdbd.conf without StoragePass (the role adds it from ansible-vault, never in a diff); None: the
                 # host must not have it.
                 "slurmdbd.conf": dbd_conf if h == ctl else None,
             }
             for h in hosts
         },
+        "dropin_path": SLURMD_DROPIN,
         "notes": notes,
     }
+
+
+# A configless slurmd that cannot fetch its files (the controller not up yet, as at a cold start of the whole
+# cluster) exits (`_establish_configuration: failed to load configs`); Debian's unit does not restart it.
+SLURMD_RETRY_S = 10
+
+
+def dropin_lines(server: str) -> list[str]:
+    """The slurmd unit's drop-in on a configless node: Debian's and Ubuntu's unit start slurmd only where
+    /etc/slurm/slurm.conf exists, pass $SLURMD_OPTIONS to it and never restart it."""
+    return [
+        "[Unit]",
+        "ConditionPathExists=",
+        "[Service]",
+        f"Environment=SLURMD_OPTIONS=--conf-server={server}",
+        "Restart=on-failure",
+        f"RestartSec={SLURMD_RETRY_S}",
+    ]
+
+
+def _one_cgroup_conf(per_node: Mapping[str, list[str]]) -> list[str]:
+    """The one cgroup.conf a configless controller serves: every node's must be the same."""
+    kinds = {tuple(lines) for lines in per_node.values()}
+    if len(kinds) > 1:
+        which = "; ".join(f"{h}: {', '.join(lines[:3]) or 'none'}" for h, lines in sorted(per_node.items()))
+        raise RuleError(
+            f"slurm_configless: the nodes need different cgroup.conf files ({which}) and the controller serves one "
+            "to all: give them one cgroup mode, or set slurm_configless: false"
+        )
+    return list(next(iter(kinds), ()))
+
+
+def _keep_configless(conf: dict[str, str]) -> None:
+    """slurm_config's SlurmctldParameters keeps enable_configless: without it the nodes' slurmd find no files."""
+    key = next(k for k in conf if k.lower() == "slurmctldparameters")
+    words = [w for w in conf[key].split(",") if w]
+    if CONFIGLESS not in words:
+        conf[key] = ",".join([*words, CONFIGLESS])
 
 
 def dbd_lines(host: str, database: str, user: str) -> list[str]:

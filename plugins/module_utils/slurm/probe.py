@@ -3,7 +3,7 @@
 Plain Python (stdlib only): the host module rdma_llm.cluster.slurm_host runs it on each Slurm host; pytest checks it on
 recorded outputs and fake host trees (tests/unit/plugins/module_utils/slurm/test_probe.py). CPUs and memory as slurmd
 counts them, the cgroup mode (from /proc/self/mountinfo) and whether Slurm may create cgroups there, GPUs, NVML and
-the Slurm build's NVML plugin, the daemons' units.
+the Slurm build's NVML plugin, the daemons' units and whether munged runs with an older key than its file.
 """
 
 from __future__ import annotations
@@ -26,6 +26,39 @@ NVML_GLOBS = (
 # The Slurm build's NVML plugin: Debian/Ubuntu (slurm-wlm) and RPM layouts. Debian 12's 22.05.8 ships none.
 SLURM_NVML_GLOBS = ("usr/lib/*/slurm-wlm/gpu_nvml.so", "usr/lib64/slurm/gpu_nvml.so", "usr/lib/slurm/gpu_nvml.so")
 UNITS = ("munge", "slurmdbd", "slurmctld", "slurmd")
+# What the module asks systemd of each unit, in one `systemctl show` (its blocks come in the units' order).
+UNIT_PROPERTIES = ("ActiveState", "ActiveEnterTimestampMonotonic")
+MUNGE_KEY = "etc/munge/munge.key"
+
+
+def parse_units(text: str, names: tuple[str, ...] = UNITS) -> dict[str, dict]:
+    """`systemctl show -p ActiveState -p ActiveEnterTimestampMonotonic <names>` -> name -> {state, since}: the
+    unit's state (a unit systemd does not know is `inactive`) and the CLOCK_MONOTONIC seconds it last became active
+    (0: never)."""
+    blocks = ((text or "").strip().split("\n\n") + [""] * len(names))[: len(names)]
+    out = {}
+    for name, block in zip(names, blocks, strict=True):
+        props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        since = props.get("ActiveEnterTimestampMonotonic", "0")
+        out[name] = {
+            "state": props.get("ActiveState") or "unknown",
+            "since": int(since) / 1e6 if since.isdigit() else 0.0,
+        }
+    return out
+
+
+def munge_stale(root: str, munge: Mapping, wall_minus_monotonic: float) -> bool:
+    """munged runs with an older key than the file's: a run wrote the key and stopped before it restarted munged (it
+    reads the key only at start), so every credential this host makes fails elsewhere (`Protocol authentication
+    error`). wall_minus_monotonic: time.time() - time.monotonic() on the host, to put the file's mtime on
+    systemd's clock."""
+    if munge.get("state") != "active" or not munge.get("since"):
+        return False
+    try:
+        mtime = os.stat(os.path.join(root, MUNGE_KEY)).st_mtime
+    except OSError:
+        return False
+    return mtime - wall_minus_monotonic > float(munge["since"])
 
 
 def _read(path: str) -> str | None:
@@ -135,7 +168,9 @@ def container(root: str = "/") -> str:
     return ""
 
 
-def host_facts(root: str = "/", hostname: str = "", units: Mapping[str, str] | None = None) -> dict:
+def host_facts(
+    root: str = "/", hostname: str = "", units: Mapping[str, str] | None = None, stale_key: bool = False
+) -> dict:
     """What the role needs to know of one host. Every path starts at `root` (tests use fake trees)."""
     gpu_dir = os.path.join(root, "proc/driver/nvidia/gpus")
     gpus = len(os.listdir(gpu_dir)) if os.path.isdir(gpu_dir) else 0
@@ -154,4 +189,5 @@ def host_facts(root: str = "/", hostname: str = "", units: Mapping[str, str] | N
         "nvml": any(glob.glob(os.path.join(root, g)) for g in NVML_GLOBS),
         "slurm_nvml": any(glob.glob(os.path.join(root, g)) for g in SLURM_NVML_GLOBS),
         "units": dict(units or {}),
+        "munge_key_stale": stale_key,
     }

@@ -64,6 +64,7 @@ def test_the_lab_cluster() -> None:
             "cgroup.conf": ["CgroupPlugin=cgroup/v1", *constrain],
             "gres.conf": None,
         },
+        "dropin": None,
         "slurmdbd.conf": None,
     }
     assert got["hosts"]["lab-node2"]["files"]["slurm.conf"] == LAB_CONF
@@ -226,6 +227,88 @@ def test_what_the_settings_may_not_say(settings: dict, error: str) -> None:
     groups["slurm_controllers"] = ["head"]
     with pytest.raises(RuleError, match=error):
         cluster(hostvars, groups, {**SETTINGS, **settings})
+
+
+CONFIGLESS = {**SETTINGS, "configless": True}
+DROPIN = [
+    "[Unit]",
+    "ConditionPathExists=",
+    "[Service]",
+    "Environment=SLURMD_OPTIONS=--conf-server=10.77.0.11",
+    "Restart=on-failure",
+    "RestartSec=10",
+]
+
+
+def test_configless_the_controller_serves_every_file_and_the_nodes_keep_none() -> None:
+    """A node added or removed changes the controller's files alone: the nodes have no /etc/slurm files, their
+    slurmd fetches them from slurmctld (the drop-in); the controller, a node too here, reads its own."""
+    hostvars, groups = lab_hostvars()
+    got = cluster(hostvars, groups, CONFIGLESS)["hosts"]
+    served = got["lab-node1"]["files"]
+    assert served["slurm.conf"] == [
+        *LAB_CONF[:22],
+        "SlurmctldParameters=enable_configless",
+        *LAB_CONF[22:],
+    ]
+    assert served["topology.conf"] == ["SwitchName=lab-switch Nodes=lab-node1,lab-node2"]
+    assert served["cgroup.conf"][0] == "CgroupPlugin=cgroup/v1" and served["gres.conf"] is None
+    assert got["lab-node1"]["dropin"] is None
+    assert got["lab-node2"]["files"] == dict.fromkeys(served)
+    assert got["lab-node2"]["dropin"] == DROPIN
+
+
+def test_configless_a_head_node_serves_cgroup_conf_and_gres_conf_names_each_node() -> None:
+    hostvars, groups = lab_hostvars()
+    hostvars["head"] = {"ansible_host": "10.77.0.5", "ansible_facts": {"slurm_host": facts("head1")}}
+    groups["slurm_controllers"] = ["head"]
+    for host, gpus in (("lab-node1", 1), ("lab-node2", 2)):
+        hostvars[host]["ansible_facts"]["slurm_host"].update(
+            gpus=gpus, gpu_devices=[f"/dev/nvidia{i}" for i in range(gpus)], nvml=host == "lab-node1", slurm_nvml=True
+        )
+    got = cluster(hostvars, groups, CONFIGLESS)["hosts"]
+    assert got["head"]["files"]["cgroup.conf"][0] == "CgroupPlugin=cgroup/v1" and got["head"]["dropin"] is None
+    assert got["head"]["files"]["gres.conf"] == [
+        "NodeName=lab-node1 AutoDetect=nvml",
+        "NodeName=lab-node2 Name=gpu File=/dev/nvidia0",
+        "NodeName=lab-node2 Name=gpu File=/dev/nvidia1",
+    ]
+    assert got["lab-node1"]["dropin"][3] == "Environment=SLURMD_OPTIONS=--conf-server=10.77.0.5"
+    assert got["lab-node1"]["files"]["gres.conf"] is None
+
+
+def test_configless_keeps_the_inventorys_slurmctld_settings() -> None:
+    hostvars, groups = lab_hostvars()
+    config = {"slurmctldparameters": "idle_on_node_suspend", "SlurmctldPort": "6900-6901"}
+    got = cluster(hostvars, groups, {**CONFIGLESS, "config": config})["hosts"]
+    conf = got["lab-node1"]["files"]["slurm.conf"]
+    assert "slurmctldparameters=idle_on_node_suspend,enable_configless" in conf
+    assert "SlurmctldParameters=enable_configless" not in conf
+    # slurmctld listens on the first port of a range.
+    assert got["lab-node2"]["dropin"][3] == "Environment=SLURMD_OPTIONS=--conf-server=10.77.0.11:6900"
+    kept = cluster(hostvars, groups, {**CONFIGLESS, "config": {"SlurmctldParameters": "enable_configless"}})
+    assert "SlurmctldParameters=enable_configless" in kept["hosts"]["lab-node1"]["files"]["slurm.conf"]
+    # Off, nothing of it.
+    plain = cluster(hostvars, groups, SETTINGS)["hosts"]
+    assert not [line for line in plain["lab-node1"]["files"]["slurm.conf"] if "configless" in line]
+    assert plain["lab-node2"]["dropin"] is None
+
+
+def test_what_configless_refuses() -> None:
+    hostvars, groups = lab_hostvars()
+    with pytest.raises(RuleError, match=r"slurm_config: SlurmctldPort '6817 -Z' is not a port"):
+        cluster(hostvars, groups, {**CONFIGLESS, "config": {"SlurmctldPort": "6817 -Z"}})
+    # One cgroup.conf for every node: a v2 node beside v1 nodes cannot fetch its own.
+    hostvars["lab-node2"]["ansible_facts"]["slurm_host"] = facts("lab-node2", cgroup="mountinfo_v2_unified.txt")
+    with pytest.raises(
+        RuleError,
+        match=r"slurm_configless: the nodes need different cgroup.conf files \(lab-node1: CgroupPlugin=cgroup/v1, "
+        r".*; lab-node2: CgroupPlugin=cgroup/v2, IgnoreSystemd=yes, CgroupAutomount=yes\)",
+    ):
+        cluster(hostvars, groups, CONFIGLESS)
+    assert (
+        cluster(hostvars, groups, SETTINGS)["hosts"]["lab-node2"]["files"]["cgroup.conf"][0] == "CgroupPlugin=cgroup/v2"
+    )
 
 
 def test_filters_are_the_table() -> None:

@@ -14,6 +14,8 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.slurm.probe impor
     cpu_topology,
     host_facts,
     memory_mb,
+    munge_stale,
+    parse_units,
 )
 
 from tests.unit.plugins.module_utils.slurm.samples import fixture
@@ -116,6 +118,7 @@ def test_host_facts_of_a_lab_host(tmp_path: Path) -> None:
         "nvml": False,
         "slurm_nvml": False,
         "units": {"munge": "active"},
+        "munge_key_stale": False,
     }
 
 
@@ -125,3 +128,30 @@ def test_host_facts_of_a_gpu_host(tmp_path: Path) -> None:
     got = host_facts(str(fake_host(tmp_path, gpus=11, nvml=True, slurm_nvml=True)), "gpu1")
     assert got["gpus"] == 11 and got["nvml"] and got["slurm_nvml"] and got["container"] == ""
     assert got["gpu_devices"] == [f"/dev/nvidia{i}" for i in range(11)]
+
+
+def test_the_daemons_from_one_systemctl_show() -> None:
+    units = parse_units(fixture("systemctl_show_units_lab.txt"))
+    assert units == {
+        "munge": {"state": "active", "since": 916.795076},
+        "slurmdbd": {"state": "inactive", "since": 0.0},
+        "slurmctld": {"state": "inactive", "since": 0.0},
+        "slurmd": {"state": "failed", "since": 953.120095},
+    }
+    # No answer at all (systemctl missing): nothing is taken for running.
+    assert {u["state"] for u in parse_units("").values()} == {"unknown"}
+
+
+def test_a_munge_key_written_after_munged_started_is_stale(tmp_path: Path) -> None:
+    """A run that wrote the key and stopped before it restarted munged leaves munged on the old key: the next run
+    must restart it even though the key file no longer changes."""
+    key = tmp_path / "etc/munge/munge.key"
+    key.parent.mkdir(parents=True)
+    key.write_text("k" * 32)
+    mtime = key.stat().st_mtime
+    offset = mtime - 1000.0  # the key was written at monotonic second 1000
+    assert munge_stale(str(tmp_path), {"state": "active", "since": 999.0}, offset)
+    assert not munge_stale(str(tmp_path), {"state": "active", "since": 1001.0}, offset)
+    assert not munge_stale(str(tmp_path), {"state": "inactive", "since": 0.0}, offset)
+    assert not munge_stale(str(tmp_path / "none"), {"state": "active", "since": 999.0}, offset)
+    assert host_facts(str(tmp_path), "h", {}, True)["munge_key_stale"] is True

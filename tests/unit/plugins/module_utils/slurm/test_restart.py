@@ -148,3 +148,65 @@ def test_slurmdbd_starts_first_restarts_for_its_file_and_stops_when_accounting_g
     # A node never runs slurmdbd; a controller without one leaves the unit alone.
     assert "slurmdbd" not in apply_plan([], running, False, True, dbd="changed")["state"]
     assert "slurmdbd" not in apply_plan([], RUNNING, True, True)["state"]
+
+
+NODE3 = (
+    "NodeName=lab-node3 NodeAddr=10.77.0.13 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105 "
+    "State=UNKNOWN"
+)
+ADDED = edit(
+    "PartitionName=train Nodes=lab-node1,lab-node2", f"{NODE3}\nPartitionName=train Nodes=lab-node1,lab-node2,lab-node3"
+)
+
+
+def test_configless_a_new_node_restarts_slurmctld_alone_and_the_others_fetch_it() -> None:
+    """The controller (a node too) restarts slurmctld for the new node and reconfigures; its own slurmd and every
+    other node's take the new files from that reconfigure (tried on Slurm 22.05.8, docs/slurm.md)."""
+    served = [result("slurm.conf", BEFORE, ADDED)]
+    ctl = apply_plan(served, RUNNING, True, True, configless={"nodename": "lab-node1"})
+    assert ctl["state"] == {"munge": "started", "slurmctld": "restarted", "slurmd": "started"}
+    assert ctl["reconfigure"] and ctl["why"] == [
+        "slurmctld restarted for NodeName lab-node3 (slurm.conf(5))",
+        "scontrol reconfigure for NodeName lab-node3, PartitionName train",
+    ]
+    node = apply_plan([], RUNNING, False, True, configless={"nodename": "lab-node2", "served": served})
+    assert node == {"state": {"munge": "started", "slurmd": "started"}, "reconfigure": False, "why": []}
+    # The new node's slurmd is not running yet: it starts and fetches the files.
+    fresh = {"munge": "active", "slurmd": "inactive"}
+    new = apply_plan([], fresh, False, True, configless={"nodename": "lab-node3", "served": served, "dropin": True})
+    assert new["state"] == {"munge": "started", "slurmd": "started"} and not new["reconfigure"]
+    # Off: every slurmd restarts for a node line (slurm.conf(5)).
+    assert apply_plan([result("slurm.conf", BEFORE, ADDED)], RUNNING, False, True)["state"]["slurmd"] == "restarted"
+
+
+def test_configless_a_node_restarts_for_its_own_line_its_daemon_keys_and_its_drop_in() -> None:
+    own = edit("lab-node2 NodeAddr=10.77.0.12 CPUs=2", "lab-node2 NodeAddr=10.77.0.12 CPUs=4")
+    task = edit("TaskPlugin=task/cgroup,task/affinity", "TaskPlugin=task/affinity")
+    for after, why in ((own, "NodeName lab-node2 (slurm.conf(5))"), (task, "taskplugin (slurm.conf(5))")):
+        served = [result("slurm.conf", BEFORE, after)]
+        node = apply_plan([], RUNNING, False, True, configless={"nodename": "lab-node2", "served": served})
+        assert node["state"]["slurmd"] == "restarted" and node["why"] == [f"slurmd restarted for {why}"], node
+        assert not node["reconfigure"]
+        other = apply_plan([], RUNNING, False, True, configless={"nodename": "lab-node3", "served": served})
+        assert other["state"]["slurmd"] == ("restarted" if after == task else "started"), other
+    dropin = apply_plan([], RUNNING, False, True, configless={"nodename": "lab-node2", "served": [], "dropin": True})
+    assert dropin["why"] == ["slurmd restarted for its drop-in (--conf-server)"]
+    # Served files other than slurm.conf and keys a reconfigure applies: the controller's reconfigure, not the node's.
+    served = [result("slurm.conf", BEFORE, edit("ReturnToService=1", "ReturnToService=2")), result("gres.conf")]
+    quiet = apply_plan([], RUNNING, False, True, configless={"nodename": "lab-node2", "served": served})
+    assert quiet == {"state": {"munge": "started", "slurmd": "started"}, "reconfigure": False, "why": []}
+    ctl = apply_plan(served, RUNNING, True, False, configless={"nodename": ""})
+    assert ctl["reconfigure"] and ctl["why"] == ["scontrol reconfigure for returntoservice, gres.conf"]
+
+
+def test_configless_a_controller_that_restarts_still_reconfigures_the_nodes() -> None:
+    after = edit("StateSaveLocation=/var/lib/slurm/slurmctld", "StateSaveLocation=/srv/slurm")
+    ctl = apply_plan([result("slurm.conf", BEFORE, after)], RUNNING, True, False, configless={"nodename": ""})
+    assert ctl["state"]["slurmctld"] == "restarted" and ctl["reconfigure"], ctl
+    # Nothing changed: nothing to send.
+    same = apply_plan([result("slurm.conf", BEFORE, BEFORE, changed=False)], RUNNING, True, True, configless={})
+    assert same == {
+        "state": {"munge": "started", "slurmctld": "started", "slurmd": "started"},
+        "reconfigure": False,
+        "why": [],
+    }
