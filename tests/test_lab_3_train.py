@@ -413,10 +413,26 @@ def test_stopped_rank_is_named_with_its_stack_then_resume_finishes(lab_cluster, 
     no_training_processes(hosts)
 
 
-def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
+VENV = "/opt/rdma-llm/venv"  # inventory/lab cluster_train_venv: a link to the version in use (roles/train_venv)
+
+
+def venv_dirs(hosts: list[str]) -> dict[str, str]:
+    return {h: ssh_ok(h, "readlink", "-f", VENV).stdout.strip() for h in hosts}
+
+
+def unit_cmdline(host: str, unit: str) -> str:
+    pid = ssh_ok(host, "systemctl", "show", "--property=MainPID", "--value", unit).stdout.strip()
+    return ssh_ok(host, "tr", "'\\0'", "' '", "<", f"/proc/{pid}/cmdline").stdout
+
+
+def test_detached_run_status_stop_collect(lab_cluster, corpus: Path, tmp_path: Path) -> None:
     """-e detach=true (DDP training the llama-tiny preset) ends the play once the units run; train_status.yml sees
     them running, train_stop.yml stops them (SIGTERM: the job checkpoints), train_collect.yml fetches every host's
-    logs and records the outcome: stopped, not failed."""
+    logs and records the outcome: stopped, not failed.
+
+    Under that running job the venv gets new pins (the payload's pair with a line more, a version of its own): the
+    job keeps running from the directory it started in, the next launch runs from the new one, and the old pins
+    again switch the link back without an install (roles/train_venv/README.md, "Versions")."""
     hosts, run_id = lab_cluster["hosts"], f"e2e-detach-{int(time.time())}"
     unit = f"train-{run_id}"
     args = ["-e", "engine=ddp", "-e", "model=llama-tiny", "-e", f"data={corpus}", "-e", "steps=5000"]
@@ -432,6 +448,16 @@ def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
         assert f"run {run_id}: running" in flat and ", ".join(f"{h}: running" for h in hosts) in flat, tail(status)
         # The run's own max_steps (5000, not the payload's default), from its manifest.
         assert re.search(r"step \d+/5000 ", flat), tail(status)
+        started_in = venv_dirs(hosts)
+        pins = tmp_path / "requirements.txt"
+        pins.write_text((ROOT / "payload" / "requirements.txt").read_text() + "# the lab venv test's pins\n")
+        up = playbook("playbooks/venv.yml", "-e", f"train_venv_requirements_file={pins}", timeout=1800)
+        assert up.returncode == 0, tail(up)
+        upgraded = venv_dirs(hosts)
+        for host in hosts:
+            assert upgraded[host] != started_in[host] and upgraded[host].startswith("/opt/rdma-llm/venvs/"), upgraded
+            assert f"{started_in[host]}/bin/torchrun" in unit_cmdline(host, unit), unit_cmdline(host, unit)
+        wait_for_step(None, hosts, run_id, 20)  # still training, on its own packages
         stop = playbook("playbooks/train_stop.yml", "-e", f"run_id={run_id}", timeout=300)
         assert stop.returncode == 0, tail(stop)
         assert f"run {run_id} stopped on {', '.join(hosts)}" in " ".join(stop.stdout.split()), tail(stop)
@@ -456,7 +482,20 @@ def test_detached_run_status_stop_collect(lab_cluster, corpus: Path) -> None:
     assert f"run {run_id}: stopped" in " ".join(again.stdout.split()), tail(again)
     records = map(json.loads, (ARTIFACTS / run_id / hosts[0] / "out" / "metrics.jsonl").open())
     steps = [r["step"] for r in records if r.get("kind") == "train"]
-    assert steps and max(steps) >= 15, steps
+    assert steps and max(steps) >= 20, steps
+    # The next launch resolves the link: the new pins' directory (its manifest's command).
+    nxt = f"e2e-venv-{int(time.time())}"
+    short = payload({**SMALL, "warmup_steps": 2})
+    proc = train("-e", "engine=ddp", "-e", f"data={corpus}", "-e", "steps=5", "-e", f"run_id={nxt}", *short)
+    assert proc.returncode == 0, tail(proc)
+    for entry in check_artifacts(nxt, hosts)["nodes"]:
+        assert entry["command"][0] == f"{upgraded[entry['host']]}/bin/torchrun", entry["command"]
+    # The old pins again: their directory is kept, the link goes back, nothing installs.
+    back = playbook("playbooks/venv.yml", timeout=900)
+    assert back.returncode == 0, tail(back)
+    assert "install | Install the requirements" not in back.stdout, tail(back)
+    assert venv_dirs(hosts) == started_in
+    assert all(ssh(h, "test", "-d", upgraded[h]).returncode == 0 for h in hosts)  # kept: the one to go back to
 
 
 def test_status_while_slurmctld_is_down_is_unknown_then_running(lab_cluster, corpus: Path) -> None:

@@ -72,6 +72,8 @@ VARIABLES: tuple[Var, ...] = (
     Var("cluster_tcp_lossless", ALL, boolean()),
     Var("cluster_nccl_ib_qps_per_connection", ALL, QPS_PER_CONNECTION),
     Var("cluster_train_venv", NODES, ABS_PATH),
+    Var("train_venv_versions_dir", NODES, ABS_PATH),
+    Var("train_venv_keep", NODES, integer(1)),
     # common
     Var("common_hostname", NODES, text(DNS_LABEL_RE, "a hostname (letters, digits, '-', at most 63)")),
     Var("common_hosts_group", NODES, text(r"^[A-Za-z0-9_]+$", "an inventory group name")),
