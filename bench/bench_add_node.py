@@ -18,7 +18,6 @@ Removes the lab it made at the end (with --reuse the lab stays). docs/benchmarks
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_rolling import playbook  # noqa: E402
+from bench_rolling import playbook, print_rows  # noqa: E402
 
 from lab import cluster  # noqa: E402
 
@@ -76,11 +75,7 @@ def main() -> int:
     finally:
         if not args.reuse:
             cluster.down()
-    width = max(len(name) for name, _, _ in rows)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; {args.hosts} hosts + {new}")
-    print(f"{'run'.ljust(width)}  seconds  controller CPU s")
-    for name, secs, cpu in rows:
-        print(f"{name.ljust(width)}  {secs:7.1f}  {cpu:9.1f}")
+    print_rows(rows, f"{args.hosts} hosts + {new}")
     limited = next(s for n, s, _ in rows if n.startswith("limited"))
     full = next(s for n, s, _ in rows if n.startswith("full"))
     print(f"limited / full: {limited / full:.2f}x")

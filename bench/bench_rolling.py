@@ -50,6 +50,15 @@ def playbook(*args: str, log: Path) -> tuple[float, float, str]:
     return secs, cpu, proc.stdout
 
 
+def print_rows(rows: list[tuple[str, float, float]], what: str) -> None:
+    """The runs' table: the machine's load at the end, then each run's seconds and controller CPU seconds."""
+    width = max(len(name) for name, _, _ in rows)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; {what}")
+    print(f"{'run'.ljust(width)}  seconds  controller CPU s")
+    for name, secs, cpu in rows:
+        print(f"{name.ljust(width)}  {secs:7.1f}  {cpu:9.1f}")
+
+
 def change(window: int) -> list[str]:
     return ["--tags", "node_health", "-e", json.dumps({"node_health_thresholds": {"xid_window_s": window}})]
 
@@ -102,11 +111,7 @@ def main() -> int:
     finally:
         if not args.reuse:
             cluster.down()
-    width = max(len(name) for name, _, _ in rows)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; {args.hosts} hosts")
-    print(f"{'run'.ljust(width)}  seconds  controller CPU s")
-    for name, secs, cpu in rows:
-        print(f"{name.ljust(width)}  {secs:7.1f}  {cpu:9.1f}")
+    print_rows(rows, f"{args.hosts} hosts")
     plain = [s for n, s, _ in rows if n.startswith("plain")]
     rolled = [s for n, s, _ in rows if n.startswith("rolling")]
     print("rolling / plain, each round: " + ", ".join(f"{b / a:.1f}x" for a, b in zip(plain, rolled, strict=True)))
