@@ -248,6 +248,19 @@ def unique_across_nodes(inv: Inventory) -> Iterator[Problem]:
                     "cluster_fabric_interfaces",
                     f"has fabric address {addr}, also on {', '.join(sorted(set(hosts) - {host})) or 'this host twice'}",
                 )
+    # A node added from a copy of another's host_vars: two inventory names on one machine (Ansible would converge it
+    # twice, Slurm would count it twice).
+    logins: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for host in inv.members(NODES):
+        logins[(str(inv.get(host, "ansible_host", host)), str(inv.get(host, "ansible_port", 22)))].append(host)
+    for (addr, port), hosts in logins.items():
+        for host in hosts if len(hosts) > 1 else []:
+            yield Problem(
+                host,
+                "ansible_host",
+                f"{addr} (port {port}) is also the management address of {', '.join(h for h in hosts if h != host)}: "
+                "each node is one machine",
+            )
     names: dict[str, list[str]] = defaultdict(list)
     for host in inv.members(NODES):
         names[str(inv.get(host, "common_hostname", host.split(".")[0]))].append(host)

@@ -173,6 +173,14 @@ BAD: list[tuple[str, Change, list[str]]] = [
         ["n1: common_hostname 'n1' is also the hostname of n2", "n2: common_hostname 'n1' is also the hostname of n1"],
     ),
     (
+        "duplicate-management-address",
+        setv("n2", "ansible_host", "192.168.48.175"),
+        [
+            "n1: ansible_host 192.168.48.175 (port 22) is also the management address of n2: each node is one machine",
+            "n2: ansible_host 192.168.48.175 (port 22) is also the management address of n1: each node is one machine",
+        ],
+    ),
+    (
         "duplicate-rank",
         setv("n2", "cluster_node_rank", 0),
         ["n1: cluster_node_rank 0 is also the rank of n2", "n2: cluster_node_rank 0 is also the rank of n1"],
