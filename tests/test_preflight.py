@@ -37,7 +37,9 @@ def inventory(tmp_path: Path, nodes: dict[str, dict], extra: dict | None = None,
     return path
 
 
-def node(addr: str, mgmt: str = "127.0.0.1", **kw) -> dict:
+def node(addr: str, mgmt: str = "", **kw) -> dict:
+    # Each node on a loopback address of its own (127.0.0.<the fabric address's last byte>): one machine each.
+    mgmt = mgmt or "127.0.0." + addr.split("/")[0].split(".")[-1]
     iface = {"name": "ens192", "addresses": [addr], "mtu": 9000}
     iface.update(kw.pop("iface", {}))
     return {"ansible_host": mgmt, "cluster_fabric_interfaces": [iface], **kw}

@@ -30,8 +30,10 @@ def _later_tasks(run) -> list[str]:
 
 
 def _nodes(**node_vars) -> dict:
+    """Each node on a loopback address of its own (127.0.0.<i>, one machine each), unless node_vars say."""
     return {
         f"lab-node{i}": {
+            "ansible_host": f"127.0.0.{i}",
             "cluster_fabric_interfaces": [{"name": "rdma0", "addresses": [f"10.77.250.1{i}/24"], "mtu": 9000}],
             **node_vars,
         }
@@ -61,7 +63,7 @@ def _site(tmp_path, emu, nodes: dict, *args: str, switch_port: int | None = None
 
 def test_every_node_unreachable_stops_site_before_the_switch(tmp_path, emulator) -> None:
     # A closed port on loopback: every node refuses the connection at once.
-    run = _site(tmp_path, emulator, _nodes(ansible_host="127.0.0.1", ansible_port=9))
+    run = _site(tmp_path, emulator, _nodes(ansible_port=9))
     assert run.rc != 0, run.explain()
     assert _later_tasks(run) == [], run.explain()
     assert emulator.log() == [], f"the switch was contacted: {emulator.log()[:5]}"
@@ -80,7 +82,7 @@ def test_fabric_interface_carrying_the_connection_stops_site_in_preflight(tmp_pa
         },
         "lab-node2": {
             "ansible_connection": "local",
-            "ansible_host": "127.0.0.1",
+            "ansible_host": "127.0.0.2",
             "ansible_python_interpreter": sys.executable,
             "cluster_fabric_interfaces": [{"name": "lo", "addresses": ["10.77.250.12/24"], "mtu": 9000}],
         },
@@ -93,7 +95,7 @@ def test_fabric_interface_carrying_the_connection_stops_site_in_preflight(tmp_pa
 
 
 # A closed port on loopback: nothing listens there, every connection is refused at once.
-CLOSED = {"ansible_host": "127.0.0.1", "ansible_port": 9}
+CLOSED = {"ansible_port": 9}
 
 
 def test_a_switch_that_does_not_answer_stops_site_before_any_change(tmp_path, emulator) -> None:
@@ -123,7 +125,7 @@ def test_a_slurm_controller_outside_the_nodes_stops_with_them(tmp_path, emulator
     """A head-node Slurm controller (in slurm_controllers, not in rdma_nodes) was left out of the preflight plays:
     after the gate had stopped every node and switch, the Slurm play still ran on it. It is checked (it must answer)
     and stopped with them."""
-    run = _site(tmp_path, emulator, _nodes(**CLOSED), head=dict(CLOSED))
+    run = _site(tmp_path, emulator, _nodes(**CLOSED), head={"ansible_host": "127.0.0.3", **CLOSED})
     assert run.rc != 0, run.explain()
     assert _later_tasks(run) == [], run.explain()
     assert emulator.log() == [], f"the switch was contacted: {emulator.log()[:5]}"
