@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,9 +27,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab import cluster, podman
-from tests.conftest import ROOT, changed_tasks, ladder_rungs, playbook, tail, tool_env
+from tests.conftest import ROOT, changed_tasks, ladder_rungs, play_recap, playbook, tail, tool_env
+from tests.lab_nodes import main_pid, slurm_node, squeue, ssh, throttle
 
 pytestmark = pytest.mark.lab
 
@@ -51,11 +52,6 @@ def host_port(host: str) -> tuple[str, str]:
     raise AssertionError(f"{host} is on no switch of {FABRIC}")
 
 
-def ssh(node: str, *command: str) -> subprocess.CompletedProcess:
-    ip = cluster.Node(int(node.removeprefix("lab-node"))).mgmt_ip
-    return subprocess.run(cluster.ssh_cmd(ip, *command), capture_output=True, text=True, timeout=60, check=False)
-
-
 def latest_verdict(before: set[str], proc: subprocess.CompletedProcess) -> tuple[Path, dict]:
     new = sorted(p for p in VALIDATE.iterdir() if p.name not in before) if VALIDATE.exists() else []
     assert new, "validate.yml wrote no verdict directory:\n" + tail(proc)
@@ -64,18 +60,6 @@ def latest_verdict(before: set[str], proc: subprocess.CompletedProcess) -> tuple
 
 def existing() -> set[str]:
     return {p.name for p in VALIDATE.iterdir()} if VALIDATE.exists() else set()
-
-
-def squeue(node: str, *args: str) -> str:
-    done = ssh(node, "squeue", "--noheader", *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def main_pid(node: str, unit: str) -> str:
-    done = ssh(node, "systemctl", "show", "--property=MainPID", "--value", unit)
-    assert done.returncode == 0 and done.stdout.strip() not in ("", "0"), (unit, done.stdout, done.stderr)
-    return done.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -138,31 +122,6 @@ def corpus(tmp_path_factory) -> Path:
 
 def rungs(verdict: dict) -> dict[str, dict]:
     return {r["name"]: r for r in verdict["rungs"]}
-
-
-def host_side_veth(node: str, ifname: str = "rdma0") -> str:
-    """The controller-side end of a lab host's fabric veth (its peer ifindex is the container's iflink)."""
-    iflink = ssh(node, "cat", f"/sys/class/net/{ifname}/iflink").stdout.strip()
-    for path in Path("/sys/class/net").iterdir():
-        if (path / "ifindex").read_text().strip() == iflink:
-            return path.name
-    raise AssertionError(f"no host interface with ifindex {iflink} for {node}")
-
-
-def throttle(node: str, ifname: str = "rdma0"):
-    """Shape a lab host's fabric link to 10 Mbit/s both ways (tbf on both ends of its veth; built into the
-    kernel); returns the function that undoes it."""
-    outer = host_side_veth(node, ifname)
-    shape = ["root", "tbf", "rate", "10mbit", "burst", "32kb", "latency", "100ms"]
-    inner = ssh(node, "tc", "qdisc", "replace", "dev", ifname, *shape)
-    assert inner.returncode == 0, inner.stderr
-    subprocess.run(["tc", "qdisc", "replace", "dev", outer, *shape], check=True)
-
-    def undo() -> None:
-        ssh(node, "tc", "qdisc", "del", "dev", ifname, "root")
-        subprocess.run(["tc", "qdisc", "del", "dev", outer, "root"], check=False)
-
-    return undo
 
 
 @pytest.fixture
@@ -369,11 +328,6 @@ def latest_report(before: set[str]) -> tuple[Path, dict]:
     new = sorted(p for p in ROLLING.iterdir() if p.name not in before) if ROLLING.exists() else []
     assert new, f"no new report directory under {ROLLING} (rolling.yml, repair.yml)"
     return new[-1], json.loads((new[-1] / "report.json").read_text())
-
-
-def slurm_node(node: str) -> dict[str, str]:
-    line = ssh(node, "scontrol", "show", "node", node, "--oneliner").stdout
-    return {"State": re.search(r"State=(\S+)", line)[1], "Reason": (re.search(r"Reason=(.*)", line) or [""] * 2)[1]}
 
 
 def test_rolling_change_under_a_job_does_the_idle_batch_first_and_waits_for_the_busy_node(lab3) -> None:
@@ -783,3 +737,47 @@ def test_validate_measures_every_rail_and_names_the_slow_one(lab3, second_rail) 
     assert {p["rail"] for p in tcp["pairs"] if p["status"] == "fail"} == {"rdma1"}, tcp["pairs"]
     assert tcp["bad_rails"] == {victim: ["rdma1"]} and verdict["bad_hosts"] == [victim], tcp
     assert f"suspect host(s): {victim} (rdma1)" in tcp["reason"], tcp["reason"]
+
+
+def test_a_removed_node_is_drained_waited_for_reset_and_dropped_touching_only_the_controller_and_its_leaf(
+    lab3, tmp_path
+) -> None:
+    """lab-node3 moved from rdma_nodes to removed_nodes in the inventory (its leaf port released): remove.yml drains
+    it, waits for the job on it to end by itself, resets it alone, then site.yml on the controller and the leaf drops
+    its node line (slurmctld restarted, no slurmd restarted) and takes the policy off its port; lab-node2 untouched."""
+    controller, other, gone = lab3
+    inv = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventory" / "lab", inv)
+    data = yaml.safe_load((inv / "hosts.yml").read_text())
+    groups = data["all"]["children"]
+    nodes = groups["rdma_nodes"]
+    groups["removed_nodes"] = {"vars": dict(nodes["vars"]), "hosts": {gone: nodes["hosts"].pop(gone)}}
+    leaf = groups["switches"]["children"]["leaves"]["hosts"]["lab-leaf1"]
+    port = [i["name"] for i in leaf["nxos_roce_qos_host_interfaces"] if i["description"].startswith(f"{gone} ")]
+    assert len(port) == 1, leaf
+    leaf["nxos_roce_qos_host_interfaces"] = [i for i in leaf["nxos_roce_qos_host_interfaces"] if i["name"] != port[0]]
+    leaf["nxos_roce_qos_release_interfaces"] = port
+    (inv / "hosts.yml").write_text(yaml.safe_dump(data, sort_keys=False))
+    slurmd = {node: main_pid(node, "slurmd") for node in (controller, other)}
+    done = "/tmp/removal-test-job-done"
+    ssh(gone, "rm", "-f", done)
+    job = ssh(controller, "sbatch", "--parsable", f"--nodelist={gone}", f"--wrap='sleep 15 && touch {done}'")
+    assert job.returncode == 0, job.stderr
+    proc = playbook(
+        "playbooks/remove.yml", "-e", "reset_confirm=yes", "--limit", f"{controller},{gone},lab-leaf1",
+        inventory=inv, timeout=1500,
+    )  # fmt: skip
+    assert proc.returncode == 0, tail(proc)
+    flat = " ".join(proc.stdout.split())
+    assert f"removed {gone}: drained, no job left, reset" in flat, tail(proc)
+    assert ssh(gone, "test", "-e", done).returncode == 0, "the job on the removed node did not end by itself"
+    # Out of Slurm; the controller restarted for the node line, no slurmd anywhere restarted.
+    assert "slurmctld restarted" in flat and "slurmd restarted" not in flat, tail(proc)
+    assert ssh(controller, "sinfo", "--noheader", "--format=%N").stdout.split() == ["lab-node[1-2]"]
+    assert {node: main_pid(node, "slurmd") for node in slurmd} == slurmd
+    assert other not in play_recap(proc.stdout), "lab-node2 was in the run"
+    # Reset: no slurmd, no drop-in, no venv, no fabric address.
+    assert ssh(gone, "systemctl", "is-active", "slurmd").stdout.strip() != "active"
+    assert ssh(gone, "test", "!", "-e", "/etc/systemd/system/slurmd.service.d/rdma-llm-configless.conf").returncode == 0
+    assert ssh(gone, "test", "!", "-e", "/opt/rdma-llm/venv").returncode == 0
+    assert "inet " not in ssh(gone, "ip", "-4", "-o", "addr", "show", "rdma0").stdout
