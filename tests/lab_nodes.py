@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
+
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.switch.plan import parse
 
 from lab import cluster
 
@@ -54,3 +57,9 @@ def throttle(node: str, ifname: str = "rdma0"):
         subprocess.run(["tc", "qdisc", "del", "dev", outer, "root"], check=False)
 
     return undo
+
+
+def port_config(switch: str, port: str) -> list[str]:
+    """The lines under `interface <port>` in a leaf-spine emulator's running config, as its state file keeps it."""
+    running = json.loads((cluster.FABRIC_DIR / switch / "state.json").read_text())["running"]
+    return [c.line for n in parse(running) if n.line == f"interface {port}" for c in n.children]

@@ -31,7 +31,7 @@ import yaml
 
 from lab import cluster, podman
 from tests.conftest import ROOT, changed_tasks, ladder_rungs, play_recap, playbook, tail, tool_env
-from tests.lab_nodes import main_pid, slurm_node, squeue, ssh, throttle
+from tests.lab_nodes import main_pid, port_config, slurm_node, squeue, ssh, throttle
 
 pytestmark = pytest.mark.lab
 
@@ -759,6 +759,7 @@ def test_a_removed_node_is_drained_waited_for_reset_and_dropped_touching_only_th
     leaf["nxos_roce_qos_release_interfaces"] = port
     (inv / "hosts.yml").write_text(yaml.safe_dump(data, sort_keys=False))
     slurmd = {node: main_pid(node, "slurmd") for node in (controller, other)}
+    assert any(line.startswith("service-policy type qos input") for line in port_config("lab-leaf1", port[0]))
     done = "/tmp/removal-test-job-done"
     ssh(gone, "rm", "-f", done)
     job = ssh(controller, "sbatch", "--parsable", f"--nodelist={gone}", f"--wrap='sleep 15 && touch {done}'")
@@ -776,6 +777,9 @@ def test_a_removed_node_is_drained_waited_for_reset_and_dropped_touching_only_th
     assert ssh(controller, "sinfo", "--noheader", "--format=%N").stdout.split() == ["lab-node[1-2]"]
     assert {node: main_pid(node, "slurmd") for node in slurmd} == slurmd
     assert other not in play_recap(proc.stdout), "lab-node2 was in the run"
+    # Its leaf port released (no service-policy left), lab-node1's port beside it kept.
+    assert not [line for line in port_config("lab-leaf1", port[0]) if line.startswith("service-policy")]
+    assert any(line.startswith("service-policy type qos input") for line in port_config("lab-leaf1", "Ethernet1/1"))
     # Reset: no slurmd, no drop-in, no venv, no fabric address.
     assert ssh(gone, "systemctl", "is-active", "slurmd").stdout.strip() != "active"
     assert ssh(gone, "test", "!", "-e", "/etc/systemd/system/slurmd.service.d/rdma-llm-configless.conf").returncode == 0
