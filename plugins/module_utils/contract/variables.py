@@ -40,6 +40,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types im
     opensm_ports,
     text,
 )
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.gpu import catalog, plan
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,21 @@ VARIABLES: tuple[Var, ...] = (
     Var("rdma_modules_load", NODES, boolean()),
     Var("rdma_modules_gpudirect", NODES, boolean_or("auto")),
     Var("rdma_modules_gpudirect_list", NODES, list_of(text(r"^[a-z0-9_-]+$", "a module name (a-z, 0-9, '_', '-')"))),
+    # gpu_stack (its plan's own checks: plugins/module_utils/gpu/)
+    Var("gpu_stack_driver_version", NODES, text(plan.VERSION.pattern, "a driver version like 580.95.05")),
+    Var("gpu_stack_driver_open", NODES, boolean()),
+    Var("gpu_stack_kernel_flavour", NODES, text(plan.PACKAGE_NAME.pattern, "a kernel flavour (generic, aws ...)")),
+    Var("gpu_stack_fabric_manager", NODES, boolean_or("auto")),
+    Var("gpu_stack_dcgm_packages", NODES, list_of(text(plan.PACKAGE_NAME.pattern, "a Debian package name"))),
+    Var("gpu_stack_gpus", NODES, catalog.entries_problem),
+    Var("gpu_stack_check_candidates", NODES, boolean()),
+    Var(
+        "gpu_stack_blacklist_file",
+        NODES,
+        text(r"^/[A-Za-z0-9_./-]*/modprobe\.d/[A-Za-z0-9_.-]+\.conf$", "a .conf file in a modprobe.d directory"),
+    ),
+    Var("gpu_stack_root", NODES, ABS_PATH),
+    Var("gpu_stack_reset_packages", NODES, boolean()),
     # rdma_stack
     Var("rdma_stack_packages", NODES, list_of(text(r"^[a-z0-9][a-z0-9.+-]+$", "a Debian package name"))),
     Var("rdma_stack_apt_cache_valid_time", NODES, integer(0)),

@@ -5,25 +5,30 @@ later devices from the source named on their row. An architecture's first branch
 first CUDA toolkit that supports it, its last branch the last driver that does ("CUDA Toolkit, Driver, and
 Architecture Matrix", docs.nvidia.com/datacenter/tesla/drivers: Volta's last driver R580; Hopper from CUDA 11.8,
 whose minimum driver is 520.61.05; Blackwell from CUDA 12.8, minimum 570.26, per the CUDA Toolkit Release Notes'
-driver table). Blackwell and Grace Hopper run only NVIDIA's open kernel modules (NVIDIA Driver Installation
-Guide, "Open GPU Kernel Modules"). A GPU missing here is added by the inventory (gpu_stack_gpus), not guessed.
+driver table). Blackwell and Grace Hopper run only NVIDIA's open kernel modules, which exist from R515 and for
+Turing and later (NVIDIA Driver Installation Guide, "Open GPU Kernel Modules"). A GPU missing here is added by
+the inventory (gpu_stack_gpus), not guessed.
 """
 
 from __future__ import annotations
+
+import re
 
 # chip prefix of a pci.ids name -> architecture
 CHIPS = {"GV1": "volta", "TU1": "turing", "GA1": "ampere", "AD1": "ada", "GH1": "hopper", "GB1": "blackwell",
          "GB2": "blackwell"}  # fmt: skip
 
-# architecture -> (first branch, last branch or None while NVIDIA's matrix says "Ongoing", open modules only)
+# architecture -> (first branch, last branch or None while NVIDIA's matrix says "Ongoing", open modules only,
+# open modules possible). NVIDIA's open kernel modules start with R515 and drive Turing and later only.
 ARCHITECTURES = {
-    "volta": (384, 580, False),
-    "turing": (410, None, False),
-    "ampere": (450, None, False),
-    "ada": (520, None, False),
-    "hopper": (520, None, False),
-    "blackwell": (570, None, True),
+    "volta": (384, 580, False, False),
+    "turing": (410, None, False, True),
+    "ampere": (450, None, False, True),
+    "ada": (520, None, False, True),
+    "hopper": (520, None, False, True),
+    "blackwell": (570, None, True, True),
 }
+OPEN_FIRST_BRANCH = 515
 
 # 10de:<device> -> (name, chip)
 GPUS = {
@@ -60,6 +65,21 @@ GPUS = {
 }
 
 
+DEVICE_ID = re.compile(r"^[0-9a-f]{4}$")
+
+
+def entries_problem(value: object) -> str | None:
+    """What is wrong with the inventory's gpu_stack_gpus ({device id: {name, architecture}}), None when nothing."""
+    if not isinstance(value, dict):
+        return f"must be a mapping of NVIDIA device id to {{name, architecture}} (got {value!r})"
+    for device, row in value.items():
+        if not DEVICE_ID.match(str(device)):
+            return f"{device!r}: a device id is 4 lower-case hex digits, as sysfs shows it (2330)"
+        if not isinstance(row, dict) or row.get("architecture") not in ARCHITECTURES:
+            return f"{device}: needs an architecture, one of {', '.join(ARCHITECTURES)} (got {row!r})"
+    return None
+
+
 def describe(device: str, extra: dict | None = None) -> dict | None:
     """{name, chip, architecture} of NVIDIA device `device` (4 hex digits), from `extra` (the inventory's
     {device: {name, architecture}}) first, then the table; None when neither knows it."""
@@ -77,11 +97,15 @@ def branch_problem(architecture: str, branch: int, open_modules: bool) -> str:
     """Why driver branch `branch` cannot drive `architecture` ('' when it can)."""
     if architecture not in ARCHITECTURES:
         return f"architecture {architecture!r} unknown (one of {', '.join(ARCHITECTURES)})"
-    first, last, open_only = ARCHITECTURES[architecture]
+    first, last, open_only, open_possible = ARCHITECTURES[architecture]
     if branch < first:
         return f"{architecture} needs driver branch {first} or later (got {branch})"
     if last is not None and branch > last:
         return f"{architecture}'s last driver branch is {last} (got {branch})"
     if open_only and not open_modules:
         return f"{architecture} runs only NVIDIA's open kernel modules (gpu_stack_driver_open: true)"
+    if open_modules and not open_possible:
+        return f"{architecture} has no open kernel modules (gpu_stack_driver_open: false)"
+    if open_modules and branch < OPEN_FIRST_BRANCH:
+        return f"open kernel modules start with branch {OPEN_FIRST_BRANCH} (got {branch})"
     return ""

@@ -25,6 +25,7 @@ VERSION = re.compile(r"^(\d{3})\.\d{1,3}(\.\d{1,3})?$")
 BLACKLIST = "blacklist nouveau\noptions nouveau modeset=0\n"
 KERNEL_METAS = ("linux-{flavour}", "linux-image-{flavour}", "linux-headers-{flavour}")
 NO_GPU = "no NVIDIA GPU on the PCI bus"
+PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]+$")  # Debian Policy 5.6.1; flavours are part of package names
 
 
 class PlanError(ValueError):
@@ -65,7 +66,7 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
     inv = pci.inventory(devices)
     base = {"needed": False, "gpus": [], "nvswitches": len(inv["nvswitches"]), "nics": len(inv["nics"]),
             "fabric_manager": {"needed": False, "why": ""}, "packages": [], "install": [], "hold": [],
-            "services": [], "blacklist": None, "reboot": "", "summary": NO_GPU}  # fmt: skip
+            "undo": [], "services": [], "blacklist": None, "reboot": "", "summary": NO_GPU}  # fmt: skip
     if not inv["gpus"]:
         return base
     version = str(settings["driver_version"])
@@ -88,6 +89,10 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
                                   for why, at in problems.items()))  # fmt: skip
     fm_needed, fm_why = fabric_manager(str(settings.get("fabric_manager", "auto")).lower(), inv, gpus)
     flavour = str(settings.get("kernel_flavour", "generic"))
+    dcgm = [str(p) for p in settings.get("dcgm_packages") or []]
+    for what, name in [("gpu_stack_kernel_flavour", flavour), *(("gpu_stack_dcgm_packages", p) for p in dcgm)]:
+        if not PACKAGE_NAME.match(name):
+            raise PlanError(f"{what}: {name!r} cannot be part of a Debian package name")
     kernel = str(state.get("kernel", ""))
     if not kernel:
         raise PlanError("the running kernel's release is unknown (/proc/sys/kernel/osrelease)")
@@ -104,7 +109,6 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
         packages += [{"name": f"nvidia-fabricmanager-{branch}", "version": pinned},
                      {"name": f"libnvidia-nscq-{branch}", "version": pinned}]  # fmt: skip
         services.append("nvidia-fabricmanager")
-    dcgm = [str(p) for p in settings.get("dcgm_packages") or []]
     packages += [{"name": p, "version": ""} for p in dcgm]
     if dcgm:
         services.append("nvidia-dcgm")
@@ -128,6 +132,7 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
     summary = (f"{len(gpus)} x {names}, {len(inv['nvswitches'])} NVSwitches: driver {version} "
                f"({'open' if open_modules else 'proprietary'} modules), fabric manager "
                f"{'yes' if fm_needed else 'no'} ({fm_why}), DCGM {'yes' if dcgm else 'no'}")  # fmt: skip
+    hold = [h for h in dict.fromkeys(holds) if h not in held]
     return {
         **base,
         "needed": True,
@@ -135,7 +140,9 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
         "fabric_manager": {"needed": fm_needed, "why": fm_why},
         "packages": packages,
         "install": install,
-        "hold": [h for h in dict.fromkeys(holds) if h not in held],
+        "hold": hold,
+        # for the reset record: reset unholds only what this role held
+        "undo": [{"key": f"hold {name}", "argv": ["apt-mark", "unhold", name]} for name in hold],
         "held": sorted(held & set(holds)),
         "services": services,
         "blacklist": None if state.get("blacklist") == BLACKLIST else BLACKLIST,

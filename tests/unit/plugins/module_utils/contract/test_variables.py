@@ -142,6 +142,48 @@ BAD: list[tuple[str, Change, list[str]]] = [
         ],
     ),
     (
+        "gpu-driver-version",
+        setv("n1", "gpu_stack_driver_version", "580"),
+        ["n1: gpu_stack_driver_version must be a driver version like 580.95.05 (got '580')"],
+    ),
+    (
+        "gpu-driver-version-injection",
+        setv("n1", "gpu_stack_driver_version", "580.95.05 nvidia-driver-575"),
+        ["n1: gpu_stack_driver_version must be a driver version like 580.95.05 (got '580.95.05 nvidia-driver-575')"],
+    ),
+    (
+        "gpu-fabric-manager-word",
+        setv("n1", "gpu_stack_fabric_manager", "nvswitch"),
+        ["n1: gpu_stack_fabric_manager must be true, false or auto (got 'nvswitch')"],
+    ),
+    (
+        "gpu-kernel-flavour",
+        setv("n1", "gpu_stack_kernel_flavour", "generic hwe"),
+        ["n1: gpu_stack_kernel_flavour must be a kernel flavour (generic, aws ...) (got 'generic hwe')"],
+    ),
+    (
+        "gpu-dcgm-package",
+        setv("n1", "gpu_stack_dcgm_packages", ["datacenter-gpu-manager-4-cuda12", "-o APT::Get=x"]),
+        ["n1: gpu_stack_dcgm_packages [1] must be a Debian package name (got '-o APT::Get=x')"],
+    ),
+    (
+        "gpu-catalog-entry-id",
+        setv("n1", "gpu_stack_gpus", {"10de:2901": {"architecture": "blackwell"}}),
+        ["n1: gpu_stack_gpus '10de:2901': a device id is 4 lower-case hex digits, as sysfs shows it (2330)"],
+    ),
+    (
+        "gpu-catalog-entry-architecture",
+        setv("n1", "gpu_stack_gpus", {"2901": {"name": "B200"}}),
+        [
+            "n1: gpu_stack_gpus 2901: needs an architecture, one of volta, turing, ampere, ada, hopper, blackwell (got {'name': 'B200'})"
+        ],
+    ),
+    (
+        "gpu-blacklist-file",
+        setv("n1", "gpu_stack_blacklist_file", "/etc/nouveau.conf"),
+        ["n1: gpu_stack_blacklist_file must be a .conf file in a modprobe.d directory (got '/etc/nouveau.conf')"],
+    ),
+    (
         "netplan-file-outside",
         setv("n1", "rdma_netplan_file", "/etc/fabric.yaml"),
         ["n1: rdma_netplan_file must be a .yaml file directly in /etc/netplan (got '/etc/fabric.yaml')"],

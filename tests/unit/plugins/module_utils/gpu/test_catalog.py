@@ -31,6 +31,11 @@ def test_unknown_device_and_the_inventorys_own():
     ("hopper", 520, False, ""),
     ("hopper", 515, True, "hopper needs driver branch 520 or later (got 515)"),
     ("volta", 580, False, ""),
+    ("volta", 580, True, "volta has no open kernel modules (gpu_stack_driver_open: false)"),
+    ("turing", 580, True, ""),
+    ("turing", 510, True, "open kernel modules start with branch 515 (got 510)"),
+    ("turing", 515, True, ""),
+    ("turing", 510, False, ""),
     ("volta", 590, False, "volta's last driver branch is 580 (got 590)"),
     ("volta", 384, False, ""),
     ("volta", 375, False, "volta needs driver branch 384 or later (got 375)"),
@@ -42,3 +47,11 @@ def test_unknown_device_and_the_inventorys_own():
 ])  # fmt: skip
 def test_branch_problem(arch, branch, open_modules, problem):
     assert catalog.branch_problem(arch, branch, open_modules) == problem
+
+
+def test_entries_problem():
+    assert catalog.entries_problem({}) is None
+    assert catalog.entries_problem({"2901": {"name": "B200", "architecture": "blackwell"}}) is None
+    assert catalog.entries_problem([]).startswith("must be a mapping")
+    assert catalog.entries_problem({"2901": {"architecture": "rubin"}}).startswith("2901: needs an architecture")
+    assert catalog.entries_problem({"29BC": {"architecture": "blackwell"}}).startswith("'29BC': a device id is 4")

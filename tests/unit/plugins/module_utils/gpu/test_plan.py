@@ -152,6 +152,11 @@ def test_another_version_installed_is_reinstalled_and_the_kernel_metas_are_held(
                                  "libnvidia-nscq-580=580.95.05-*", DCGM[0]]  # fmt: skip
     assert "linux-generic" in result["hold"] and "linux-image-generic" not in result["hold"]
     assert "nvidia-utils-580-server" not in result["hold"] and result["held"] == ["nvidia-utils-580-server"]
+    assert result["undo"][0] == {
+        "key": "hold linux-modules-nvidia-580-server-open-6.8.0-87-generic",
+        "argv": ["apt-mark", "unhold", "linux-modules-nvidia-580-server-open-6.8.0-87-generic"],
+    }
+    assert [op["argv"][2] for op in result["undo"]] == result["hold"]
     # a version that only starts like the pin is another version
     almost = {name: "580.95.051-1" for name in DRIVER}
     assert "nvidia-utils-580-server=580.95.05-*" in planned(tmp_path, "lspci_hgx_h100.txt",
@@ -192,3 +197,10 @@ def test_diff_lines(tmp_path):
         "nvidia-utils-580-server 580.95.05-* held",
     ]
     assert plan.diff(plan.plan([], SETTINGS, {}), {}) == {"before": "", "after": ""}
+
+
+@pytest.mark.parametrize(("setting", "value"), [("kernel_flavour", "generic;reboot"), ("kernel_flavour", "g"),
+                                                ("dcgm_packages", ["ok-name", "--allow-unauthenticated"])])  # fmt: skip
+def test_names_rendered_into_apt_are_package_names(tmp_path, setting, value):
+    with pytest.raises(plan.PlanError, match="cannot be part of a Debian package name"):
+        planned(tmp_path, "lspci_hgx_h100.txt", **{setting: value})
