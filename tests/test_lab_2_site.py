@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests import lab_state
-from tests.conftest import play_recap, playbook, tail
+from tests.conftest import changed_tasks, play_recap, playbook, tail
 
 pytestmark = pytest.mark.lab
 
@@ -67,7 +67,8 @@ def test_site_second_run_changes_nothing(lab_cluster) -> None:
     assert proc.returncode == 0, tail(proc)
     recap = play_recap(proc.stdout)
     changed = {h: r["changed"] for h, r in recap.items() if r["changed"]}
-    assert recap and not changed, f"second run changed something: {changed}\n{tail(proc)}"
+    tasks = {h: changed_tasks(proc.stdout, h) for h in changed}
+    assert recap and not changed, f"second run changed something: {changed} {tasks}\n{tail(proc)}"
 
 
 def test_site_sees_and_repairs_drift(lab_cluster) -> None:

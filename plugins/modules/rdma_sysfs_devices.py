@@ -45,7 +45,7 @@ mad_abi:
   type: bool
   returned: always
 devices:
-  description: One entry per device with C(name), C(node_type), C(node_guid), C(fw_ver) and C(ports).
+  description: One entry per device with C(name), C(node_type), C(node_guid), C(fw_ver), C(hca_type) and C(ports).
   type: list
   elements: dict
   returned: always

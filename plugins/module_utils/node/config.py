@@ -6,6 +6,7 @@ share. Thresholds and their sources: DEFAULTS below and roles/node_health/README
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 SCHEMA = "rdma-llm-cluster/node-check/1"
@@ -74,6 +75,10 @@ DEFAULTS = {
     # GCM's manifest and vbios_mismatch). `warn` by default: after a fleet-wide upgrade every node differs from the
     # old baseline until the ladder passes again; the ladder itself fails an odd node (cluster_validate_stack_mismatch).
     "stack_mismatch": "warn",
+    # The lowest firmware each RDMA device model may run, by its sysfs hca_type (MT4129 is a ConnectX-7):
+    # {"MT4129": "28.39.1002"}; a device below fails. None by default: the minimum is the driver's (each DOCA-OFED
+    # and WinOF-2 release lists the firmware it supports per NIC), so the inventory pins it with the driver.
+    "firmware_minimum": {},
     # GPU <-> fabric NIC distance, in nvidia-smi topo -m's levels (PIX, PXB, PHB, NODE, SYS): NCCL turns GPUDirect
     # RDMA off beyond PXB by default (src/graph/paths.cc ncclTopoCheckGdr: netGdrLevel = PATH_PXB), so each GPU's
     # nearest fabric NIC further than `gpu_nic_warn_above` warns; across NUMA nodes (over `gpu_nic_fail_above`) fails.
@@ -93,6 +98,7 @@ CHOICES = {
     "gpu_nic_fail_above": ("PIX", "PXB", "PHB", "NODE", "SYS"),
     "pcie_acs": ("warn", "fail", "report"),
 }
+FIRMWARE = re.compile(r"^\d+\.\d+\.\d+$")
 # The no-drop priority's PFC counters as mlx5 names them (en_stats.c, pport_per_prio_pfc_stats_desc), reported
 # here and sampled by the training watch (train_launch.poll_tail).
 PAUSE_COUNTER = "(rx|tx)_prio{prio}_pause(_duration)?"
@@ -126,6 +132,9 @@ def resolve(config: dict) -> dict:
             raise ConfigError(f"config: thresholds.{key} must be an integer >= 0")
     if thresholds["dcgm_level"] > 4:
         raise ConfigError("config: thresholds.dcgm_level must be 0-4")
+    minimum = thresholds["firmware_minimum"]
+    if not isinstance(minimum, dict) or not all(isinstance(v, str) and FIRMWARE.match(v) for v in minimum.values()):
+        raise ConfigError("config: thresholds.firmware_minimum must map an hca_type to a firmware like 28.39.1002")
     return {
         **config,
         "link_layer": config.get("link_layer", "ethernet"),

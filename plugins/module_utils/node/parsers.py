@@ -1,5 +1,6 @@
 """The node's tools' outputs parsed: ibv_devinfo, sminfo, nvidia-smi -q -x, nvidia-smi nvlink -s, dcgmi diag -j,
-ethtool -S and -i, /etc/os-release. Each on the tool's own format, tested on recordings (tests/fixtures/node_check/).
+ethtool -S and -i, /etc/os-release, dpkg's status file. Each on the tool's own format, tested on recordings
+(tests/fixtures/node_check/; dpkg's in tests/unit/plugins/module_utils/gpu/test_node.py).
 """
 
 from __future__ import annotations
@@ -253,3 +254,25 @@ def parse_os_release(text):
         if sep:
             fields[key.strip()] = value.strip().strip('"').strip("'")
     return fields.get("PRETTY_NAME") or " ".join(v for v in (fields.get("NAME"), fields.get("VERSION_ID")) if v) or None
+
+
+def parse_dpkg_status(text: str) -> tuple[dict[str, str], list[str]]:
+    """({package: version} installed, [packages held]) from dpkg's status file (stanzas of `Field: value`;
+    Status is `<want> <flag> <state>`: `hold ok installed` is installed and held)."""
+    installed, held = {}, []
+    for stanza in text.split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line and not line[0].isspace() and ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        name, status = fields.get("Package"), fields.get("Status", "").split()
+        if not name or len(status) != 3:
+            continue
+        arch = fields.get("Architecture", "")
+        name = name if arch in ("", "all", "amd64", "arm64") else f"{name}:{arch}"
+        if status[2] == "installed":
+            installed[name] = fields.get("Version", "")
+        if status[0] == "hold":
+            held.append(name)
+    return installed, sorted(set(held))

@@ -8,12 +8,16 @@ from pathlib import Path
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.judge import Judge
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.parsers import (
+    parse_dpkg_status,
     parse_ethtool_info,
     parse_nvidia_smi,
     parse_os_release,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.sysfs import driver_link, read
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.tools import Tools
+
+# The GPU stack's packages beside the driver (role gpu_stack installs them): stack key -> package name prefix.
+GPU_PACKAGES = {"fabric manager": "nvidia-fabricmanager", "nscq": "libnvidia-nscq", "dcgm": "datacenter-gpu-manager"}
 
 # What the venv's site-packages says of the training stack (distribution names as pip normalises them).
 VENV_DISTS = ("torch", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "deepspeed", "transformers")
@@ -56,10 +60,67 @@ def stack(config: dict, root: Path, tools: Tools, smi: dict | None, rdma: list[d
     info = parse_nvidia_smi(smi["out"]) if smi and smi.get("rc") == 0 else None
     if info:
         out["gpu driver"], out["cuda"] = info["driver"], info["cuda"]
+        # The module the next boot loads for this kernel: another version than the loaded one is a reboot pending.
+        res = tools.run(["modinfo", "-F", "version", "nvidia"])
+        out["gpu driver on disk"] = res["out"].strip() if res and res["rc"] == 0 else None
         out["vbios"] = ", ".join(sorted({g["vbios"] for g in info["gpus"] if g.get("vbios")})) or None
+    out.update(gpu_packages(root))
     if config.get("venv"):
         out.update(venv_stack(root / config["venv"].lstrip("/")))
     return {k: v for k, v in out.items() if v}
+
+
+def gpu_packages(root: Path) -> dict:
+    """The fabric manager's, NSCQ's and DCGM's installed versions from dpkg's status file (every distinct one)."""
+    installed, _ = parse_dpkg_status(read(root / "var/lib/dpkg/status") or "")
+    out = {}
+    for key, prefix in GPU_PACKAGES.items():
+        versions = sorted({v for name, v in installed.items() if name.startswith(prefix)})
+        if versions:
+            out[key] = ", ".join(versions)
+    return out
+
+
+def upstream(version: str) -> str:
+    """A Debian version's upstream part (Debian Policy 5.6.12): `1:580.95.05-0ubuntu1` -> `580.95.05`."""
+    version = version.partition(":")[2] if ":" in version else version
+    return version.rpartition("-")[0] if "-" in version else version
+
+
+def reboot_pending_check(j: Judge, now: dict) -> None:
+    """The driver installed for this kernel (modinfo) is not the one loaded: a driver upgrade waits for its reboot,
+    and until then nvidia-smi and NVML answer from one version, the user space from another. A fail: the node
+    is drained and repair.yml reboots, re-converges and re-proves it (roles/rolling/README.md, "Repair")."""
+    loaded, disk = now.get("gpu driver"), now.get("gpu driver on disk")
+    if loaded and disk and loaded != disk:
+        j.add("gpu driver reboot", "fail", f"gpu driver {loaded} loaded, {disk} installed: a reboot is pending",
+              value=loaded, threshold=disk)  # fmt: skip
+
+
+def fabric_manager_check(j: Judge, now: dict) -> None:
+    """The fabric manager and NSCQ run only with the driver of their own version (NVIDIA Fabric Manager User Guide:
+    a mismatch keeps the fabric manager from starting, and the GPUs from NVLink): a fail, not a drift."""
+    driver = now.get("gpu driver")
+    for key in ("fabric manager", "nscq"):
+        if driver and now.get(key):
+            odd = [v for v in now[key].split(", ") if upstream(v) != driver]
+            if odd:
+                j.add(f"stack {key}", "fail", f"{key} {now[key]} with driver {driver}: they must be one version",
+                      value=now[key], threshold=driver)  # fmt: skip
+
+
+def firmware_checks(j: Judge) -> None:
+    """Each RDMA device against the minimum firmware of its model (thresholds.firmware_minimum by hca_type)."""
+    minimum = j.t["firmware_minimum"]
+    for dev in j.facts.get("rdma") or []:
+        want, have = minimum.get(dev.get("hca_type") or ""), dev.get("fw_ver") or ""
+        if not want:
+            continue
+        numbers = [int(n) for n in have.split(".") if n.isdigit()]
+        ok = len(numbers) == 3 and numbers >= [int(n) for n in want.split(".")]
+        j.add(f"firmware {dev['name']}", "pass" if ok else "fail",
+              f"{dev['name']} ({dev['hca_type']}) firmware {have or 'unknown'}, minimum {want}",
+              value=have, threshold=want)  # fmt: skip
 
 
 def stack_checks(j: Judge):
@@ -69,6 +130,9 @@ def stack_checks(j: Judge):
     if not now:
         j.add("stack", "skip", "no version readable (no /proc/sys/kernel/osrelease, /etc/os-release or tools)")
         return
+    reboot_pending_check(j, now)
+    fabric_manager_check(j, now)
+    firmware_checks(j)
     if not base:
         shown = ", ".join(f"{k} {now[k]}" for k in ("kernel", "nic driver", "nic firmware", "gpu driver", "torch")
                           if k in now)  # fmt: skip

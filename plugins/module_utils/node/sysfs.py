@@ -100,6 +100,7 @@ def rdma_devices(root: str | Path = "/sys/class/infiniband") -> list[dict]:
                 "node_type": read(dev / "node_type"),
                 "node_guid": read(dev / "node_guid"),
                 "fw_ver": read(dev / "fw_ver"),
+                "hca_type": read(dev / "hca_type"),
                 "ports": [_port(dev / "ports" / n, n) for n in _entries(dev / "ports") if n.isdigit()],
             }
         )

@@ -16,6 +16,8 @@ from tests.unit.plugins.module_utils.node.helpers import config
         ({"thresholds": {"sw_power_cap": "fail"}}, "thresholds.sw_power_cap must be one of report, warn"),
         ({"thresholds": {"flap_max": -1}}, "thresholds.flap_max must be an integer >= 0"),
         ({"interfaces": [{"mtu": 9000}]}, "every interface needs a name"),
+        ({"thresholds": {"firmware_minimum": {"MT4129": "28.39"}}}, "firmware_minimum must map an hca_type"),
+        ({"thresholds": {"firmware_minimum": ["28.39.1002"]}}, "firmware_minimum must map an hca_type"),
     ],
 )
 def test_config_it_cannot_check_against(change, message) -> None:
