@@ -9,13 +9,14 @@ on its own /sys, and the install tasks after it (apt, apt-mark, systemd)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import playbook, run, tail, tool_env
+from tests.conftest import ROOT, playbook, run, tail, tool_env
 from tests.unit.plugins.module_utils.gpu.helpers import from_lspci, node_state, stanza
 
 pytestmark = pytest.mark.lint
@@ -32,11 +33,13 @@ PACKAGES = [
 
 
 def inventory(tmp_path: Path, **host: object) -> Path:
+    """The lab's group_vars (the role's contract is checked first, as in site.yml) and this machine as the node."""
     inv = tmp_path / "inventory"
-    inv.mkdir()
+    shutil.copytree(ROOT / "inventory" / "lab" / "group_vars", inv / "group_vars")
     base = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-            "gpu_stack_blacklist_file": str(tmp_path / "etc" / "rdma-llm-nouveau.conf")}  # fmt: skip
-    data = {"all": {"children": {"rdma_nodes": {"hosts": {"here": {**base, **host}}}}}}
+            "cluster_fabric_interfaces": [{"name": "lo", "addresses": ["10.99.0.2/24"], "mtu": 9000}],
+            "gpu_stack_blacklist_file": str(tmp_path / "etc" / "modprobe.d" / "rdma-llm-nouveau.conf")}  # fmt: skip
+    data = {"all": {"children": {"rdma_nodes": {"hosts": {"here": {**base, **host}}}, "switches": {"hosts": {}}}}}
     (inv / "hosts.yml").write_text(yaml.safe_dump(data))
     return inv
 
@@ -53,6 +56,15 @@ def test_cpu_node_plans_nothing_and_changes_nothing(tmp_path: Path) -> None:
     assert "msg: 'here: no NVIDIA GPU on the PCI bus'" in proc.stdout, tail(proc)
     assert "changed=0" in proc.stdout and "failed=0" in proc.stdout, tail(proc)
     assert not (tmp_path / "etc").exists()
+
+
+def test_bad_input_is_refused_by_the_contract_first(tmp_path: Path) -> None:
+    inv = inventory(tmp_path, gpu_stack_driver_version="580.95.05 nvidia-driver-575", gpu_stack_fabric_manager="nvs")
+    proc = playbook("playbooks/gpu_stack.yml", inventory=inv, timeout=300)
+    assert proc.returncode == 2, tail(proc)
+    assert "here: gpu_stack_driver_version must be a driver version like 580.95.05" in proc.stdout, tail(proc)
+    assert "here: gpu_stack_fabric_manager must be true, false or auto (got 'nvs')" in proc.stdout, tail(proc)
+    assert "Plan the GPU stack" not in proc.stdout, tail(proc)
 
 
 def test_hgx_node_stops_at_the_candidate_check_before_any_change(tmp_path: Path) -> None:

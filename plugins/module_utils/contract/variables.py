@@ -41,6 +41,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.types im
     text,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.gpu import catalog, plan
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.host import doca
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ VARIABLES: tuple[Var, ...] = (
     Var("gpu_stack_root", NODES, ABS_PATH),
     Var("gpu_stack_reset_packages", NODES, boolean()),
     # rdma_stack
+    Var("rdma_stack_doca", NODES, doca.problem),
     Var("rdma_stack_packages", NODES, list_of(text(r"^[a-z0-9][a-z0-9.+-]+$", "a Debian package name"))),
     Var("rdma_stack_apt_cache_valid_time", NODES, integer(0)),
     Var("rdma_stack_link_layer", NODES, choice("ethernet", "infiniband")),

@@ -179,6 +179,11 @@ BAD: list[tuple[str, Change, list[str]]] = [
         ],
     ),
     (
+        "doca-without-repository",
+        setv("n1", "rdma_stack_doca", {"version": "3.2.1"}),
+        ["n1: rdma_stack_doca DOCA needs its repository: repository is required with a version"],
+    ),
+    (
         "gpu-blacklist-file",
         setv("n1", "gpu_stack_blacklist_file", "/etc/nouveau.conf"),
         ["n1: gpu_stack_blacklist_file must be a .conf file in a modprobe.d directory (got '/etc/nouveau.conf')"],
