@@ -60,7 +60,7 @@ image: venv  ## Build the lab host image (mmdebstrap + podman import), cached
 validate: venv  ## Validation ladder on INVENTORY (default the lab): verdict in artifacts/validate/<time>/
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/validate.yml $(ARGS)
 
-lab-up: venv  ## Start the lab cluster (HOSTS=2..8; LEAVES=2 SPINES=1 for a leaf-spine fabric; RAILS=2 NICs per host)
+lab-up: venv  ## Start the lab cluster (HOSTS=1..32, more than 8 on LEAVES=2.. SPINES=1, a leaf-spine fabric; RAILS=2 NICs per host)
 	$(BIN)/python -m lab up --hosts $(HOSTS) --leaves $(LEAVES) --spines $(SPINES) --rails $(RAILS)
 
 lab-down:  ## Remove every lab container, network and process

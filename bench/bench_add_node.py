@@ -1,7 +1,9 @@
 """Adding one node to a running lab two ways, side by side on one lab: the run limited to the new node, the
 controller and the switches (then the peers' /etc/hosts), against a plain site.yml over the whole grown cluster.
 
-  .venv/bin/python bench/bench_add_node.py [--hosts 8] [--logs DIR] [--reuse]
+  .venv/bin/python bench/bench_add_node.py [--hosts 8] [--leaves 2 --spines 1] [--logs DIR] [--reuse]
+
+(8 hosts + 1 need two leaves: one lab switch has 8 host ports.)
 
 One lab of --hosts hosts, converged by site.yml's first run (unless --reuse finds it converged), then:
 
@@ -43,8 +45,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--logs", type=Path, default=ROOT / "artifacts" / "bench-add-node")
+    ap.add_argument("--leaves", type=int, default=1, help="a leaf-spine fabric (one switch has 8 host ports)")
+    ap.add_argument("--spines", type=int, default=0)
     ap.add_argument("--reuse", action="store_true", help="start from the running, converged lab of --hosts hosts")
     args = ap.parse_args()
+    shape = {"leaves": args.leaves, "spines": args.spines}
     args.logs.mkdir(parents=True, exist_ok=True)
     old = [cluster.Node(i).name for i in range(1, args.hosts + 1)]
     new, controller = cluster.Node(args.hosts + 1).name, old[0]
@@ -53,19 +58,19 @@ def main() -> int:
     try:
         if not args.reuse:
             cluster.down()
-            cluster.up(args.hosts)
+            cluster.up(args.hosts, **shape)
             secs, cpu, _ = playbook("playbooks/site.yml", log=args.logs / "site-first.log")
             rows.append((f"site.yml first run, {args.hosts} hosts", secs, cpu))
         before = slurmd_pids(old[1:])
-        cluster.up(args.hosts + 1)
+        cluster.up(args.hosts + 1, **shape)
         limit = f"--limit={new},{controller},switches"
         secs, cpu, _ = playbook("playbooks/site.yml", limit, log=args.logs / "add-limited.log")
         secs2, cpu2, _ = playbook("playbooks/common.yml", log=args.logs / "add-limited-hosts.log")
         rows.append((f"limited: site.yml {limit} + common.yml", secs + secs2, cpu + cpu2))
         restarted["limited"] = [h for h, pid in slurmd_pids(old[1:]).items() if pid != before[h]]
         # The same node once more, fresh: its container replaced, the rest as they are.
-        cluster.up(args.hosts)
-        cluster.up(args.hosts + 1)
+        cluster.up(args.hosts, **shape)
+        cluster.up(args.hosts + 1, **shape)
         before = slurmd_pids(old[1:])
         secs, cpu, _ = playbook("playbooks/site.yml", log=args.logs / "add-full.log")
         rows.append((f"full: site.yml, {args.hosts + 1} hosts", secs, cpu))

@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("host-packages", help="apt-install what the lab needs on this machine")
     sub.add_parser("image", help="build the lab host image (cached)")
     p_up = sub.add_parser("up", help="start the lab (idempotent)")
-    p_up.add_argument("--hosts", type=int, default=2, help="number of hosts, 1..8 (default 2)")
+    p_up.add_argument("--hosts", type=int, default=2, help="hosts, 1..32 (default 2; over 8: --leaves)")
     p_up.add_argument(
         "--leaves",
         type=int,

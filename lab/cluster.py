@@ -26,7 +26,9 @@ MGMT_GW = "10.77.0.1"
 FABRIC_PREFIX = "10.77.250"
 FABRIC_IFNAME = "rdma0"
 FABRIC_MTU = 9000
-MAX_HOSTS = 8
+# 32: the size this project's scale budget is measured at (docs/benchmarks.md); the address plan (10.77.x.<10+i>)
+# would take 245. One switch has EMULATOR_PORTS host ports: more hosts need leaves (`--leaves`, fabric_plan).
+MAX_HOSTS = 32
 # `lab up --rails R`: a fabric NIC per rail, rdma<r> on network rdmalab-fabric<r+1> (the first keeps its name),
 # subnet 10.77.<250+r>.0/24: the NIC-per-GPU node a rail-optimised fabric connects, rail r to rail r.
 MAX_RAILS = 4
@@ -579,6 +581,11 @@ def up(n_hosts: int, leaves: int = 1, spines: int = 0, rails: int = 1, slurm: bo
     controller (site.yml's Slurm play runs), its vault password file written (lab/vault.py)."""
     if not 1 <= n_hosts <= MAX_HOSTS:
         raise SystemExit(f"lab: --hosts must be 1..{MAX_HOSTS}, got {n_hosts}")
+    if (leaves, spines) == (1, 0) and n_hosts > EMULATOR_PORTS:
+        raise SystemExit(
+            f"lab: one switch has {EMULATOR_PORTS} ports, {n_hosts} hosts need leaves: --leaves "
+            f"{-(-n_hosts // (EMULATOR_PORTS - 1))} --spines 1"
+        )
     if not 1 <= rails <= MAX_RAILS:
         raise SystemExit(f"lab: --rails must be 1..{MAX_RAILS}, got {rails}")
     t0 = time.monotonic()

@@ -123,7 +123,7 @@ def lab_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     inv = tmp_path / "lab"
     shutil.copytree(ROOT / "inventory" / "lab" / "group_vars", inv / "group_vars")
     monkeypatch.setattr(cluster, "INVENTORY", inv / "hosts.yml")
-    cluster.write_inventory([cluster.Node(i) for i in range(1, cluster.MAX_HOSTS + 1)], 2222)
+    cluster.write_inventory([cluster.Node(i) for i in range(1, cluster.EMULATOR_PORTS + 1)], 2222)
     return inv
 
 

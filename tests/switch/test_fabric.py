@@ -46,6 +46,19 @@ def test_fabric_plan_wires_hosts_to_leaves_and_leaves_to_spines():
     )
     with pytest.raises(SystemExit, match="more than 8 ports"):
         cluster.fabric_plan([cluster.Node(i) for i in range(1, 9)], leaves=1, spines=1)
+    # 32 hosts, the scale budget's size: 5 leaves of 7 host ports and a spine's uplink each
+    wide = cluster.fabric_plan([cluster.Node(i) for i in range(1, 33)], leaves=5, spines=1)
+    assert sum(len(sw.host_interfaces) for sw in wide) == 32
+    assert max(len(sw.host_interfaces) for sw in wide if sw.group == "leaves") == 7
+
+
+def test_one_switch_takes_eight_hosts_more_need_leaves(monkeypatch):
+    """lab up refuses before it starts anything: one emulator has 8 ports; the count asked for is the lab's cap."""
+    monkeypatch.setattr(cluster, "ensure_image", lambda *a: pytest.fail("lab up started work"))
+    with pytest.raises(SystemExit, match=r"one switch has 8 ports, 9 hosts need leaves: --leaves 2 --spines 1"):
+        cluster.up(9)
+    with pytest.raises(SystemExit, match=r"--hosts must be 1..32, got 33"):
+        cluster.up(33, leaves=5, spines=1)
 
 
 def test_lab_lldp_wiring_is_the_inventorys_map():
