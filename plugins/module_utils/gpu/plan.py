@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.gpu import catalog, pci
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.parsers import upstream
 
 VERSION = re.compile(r"^(\d{3})\.\d{1,3}(\.\d{1,3})?$")
 BLACKLIST = "blacklist nouveau\noptions nouveau modeset=0\n"
@@ -116,7 +117,7 @@ def plan(devices: list[dict], settings: dict, state: dict) -> dict:
     install = [
         p["name"] + (f"={p['version']}" if p["version"] else "")
         for p in packages
-        if p["name"] not in installed or (p["version"] and not installed[p["name"]].startswith(version + "-"))
+        if p["name"] not in installed or (p["version"] and upstream(installed[p["name"]]) != version)
     ]
     # The kernel's meta-packages the node has: held, the next kernel cannot come without its modules.
     metas = [m.format(flavour=flavour) for m in KERNEL_METAS]

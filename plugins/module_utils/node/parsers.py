@@ -276,3 +276,9 @@ def parse_dpkg_status(text: str) -> tuple[dict[str, str], list[str]]:
         if status[0] == "hold":
             held.append(name)
     return installed, sorted(set(held))
+
+
+def upstream(version: str) -> str:
+    """A Debian version's upstream part (Debian Policy 5.6.12): `1:580.95.05-0ubuntu1` -> `580.95.05`."""
+    version = version.partition(":")[2] if ":" in version else version
+    return version.rpartition("-")[0] if "-" in version else version

@@ -12,6 +12,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.parsers impo
     parse_ethtool_info,
     parse_nvidia_smi,
     parse_os_release,
+    upstream,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.sysfs import driver_link, read
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.node.tools import Tools
@@ -79,12 +80,6 @@ def gpu_packages(root: Path) -> dict:
         if versions:
             out[key] = ", ".join(versions)
     return out
-
-
-def upstream(version: str) -> str:
-    """A Debian version's upstream part (Debian Policy 5.6.12): `1:580.95.05-0ubuntu1` -> `580.95.05`."""
-    version = version.partition(":")[2] if ":" in version else version
-    return version.rpartition("-")[0] if "-" in version else version
 
 
 def reboot_pending_check(j: Judge, now: dict) -> None:
