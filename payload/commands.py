@@ -1,4 +1,5 @@
-"""The commands of `train.py` besides training: generate, export, prepare, verify, checkpoints, average.
+"""The commands of `train.py` besides training: generate, export, prepare, verify, checkpoints, average, bundle
+(eval is payload/evaluate.py).
 
 They read what a run or `prepare` left on disk, in one process, without a process group; `train.py` parses
 their options and calls them (see COMMANDS there).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from payload import data as D
 from payload import shards as S
 from payload.config import (
     AverageConfig,
+    BundleConfig,
     CheckpointsConfig,
     ExportConfig,
     GenerateConfig,
@@ -238,3 +241,75 @@ def average(cfg: AverageConfig) -> int:
     (target / "averaged_from.json").write_text(json.dumps(record, indent=2) + "\n")
     print(f"averaged {len(chosen)} checkpoint(s) of steps {steps} -> {target}")
     return 0
+
+
+# A pretrained model has no chat template, and `transformers serve` answers /v1/chat/completions only with one: the
+# bundle adds this plain transcript (role: text lines, then "assistant:"), which a base model can continue. A
+# tokenizer that has its own keeps it.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+BUNDLE_MANIFEST = "manifest.json"
+
+
+def bundle(cfg: BundleConfig) -> int:
+    """One directory that `transformers` and `transformers serve` load as it is: the run's export with its
+    tokenizer, the training config and result, the eval results if any, and manifest.json with every file's
+    SHA-256 (`verify_bundle` checks them before serving). Built beside the target and renamed into place."""
+    out = Path(cfg.out_dir)
+    src = out / cfg.model
+    if not (src / "config.json").is_file():
+        print(f"error: {src}: no Hugging Face export in this run (train with export_hf=true, or "
+              f"`train.py export` / `average` first)", file=sys.stderr)  # fmt: skip
+        return 2
+    target = Path(cfg.bundle_dir) if cfg.bundle_dir else out / f"bundle-{cfg.model}"
+    part = target.with_name(target.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    shutil.copytree(src, part)
+    for name, dest in (("config.json", "training_config.json"), ("result.json", "result.json")):
+        if (out / name).is_file():
+            shutil.copy2(out / name, part / dest)
+    if (out / "eval" / "summary.json").is_file():
+        (part / "eval").mkdir()
+        for name in ("summary.json", "gate.json", "table.md"):
+            if (out / "eval" / name).is_file():
+                shutil.copy2(out / "eval" / name, part / "eval" / name)
+    tok_config = json.loads((part / "tokenizer_config.json").read_text())
+    template = "chat_template" not in tok_config and not (part / "chat_template.jinja").exists()
+    if template:
+        (part / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
+    files = sorted(p for p in part.rglob("*") if p.is_file())
+    manifest = {
+        "model": cfg.model,
+        "run": str(out.resolve()),
+        "step": result.get("final_step"),
+        "final_val_loss": result.get("final_val_loss"),
+        "chat_template": "added by the bundle" if template else "the tokenizer's own",
+        "files": {str(p.relative_to(part)): {"bytes": p.stat().st_size, "sha256": V.sha256(p)} for p in files},
+    }
+    (part / BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    old = target.with_name(target.name + ".old")
+    if target.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+    part.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"bundle: {src} -> {target} ({len(files)} files, step {manifest['step']})")
+    return 0
+
+
+def verify_bundle(path: Path) -> str | None:
+    """None when every file the manifest lists is there with its size and SHA-256, else what is wrong."""
+    try:
+        manifest = json.loads((path / BUNDLE_MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        return f"no readable {BUNDLE_MANIFEST}: {e}"
+    for name, want in manifest["files"].items():
+        f = path / name
+        if not f.is_file():
+            return f"{name}: missing"
+        if f.stat().st_size != want["bytes"] or V.sha256(f) != want["sha256"]:
+            return f"{name}: not the file the manifest lists (size or SHA-256 differ)"
+    return None

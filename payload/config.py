@@ -266,6 +266,53 @@ class AverageConfig:
         return self
 
 
+EXPORTS = ("hf_model", "hf_model_ema", "hf_model_avg")  # the Hugging Face directories a run may leave
+
+
+def _steps_ok(steps: str) -> bool:
+    return steps in ("", "latest", "all") or all(s.strip().isdigit() for s in steps.split(","))
+
+
+@dataclass
+class EvalConfig:
+    out_dir: str = "out"  # a training run: its checkpoints and exports are evaluated; results in <out_dir>/eval
+    steps: str = "latest"  # checkpoints: latest, all (every one on disk), a comma list of steps, or "" (none)
+    models: str = ""  # also these exports of the run (hf_model, hf_model_ema, hf_model_avg) or model directories
+    corpora: str = "validation"  # perplexity on: the run's own held-out blocks (validation) and/or name=path pairs
+    suite: str = "default"  # prompt suite (JSON lines): default (payload/evals/suite.jsonl), a path, or "" (none)
+    max_new_tokens: int = 24  # greedy tokens generated for a suite item judged by its keywords
+    eval_batches: int = 0  # micro-batches of a named corpus (0: the run's eval_batches x its world size)
+    min_suite_score: float = 0.0  # gate: the newest evaluated model must score at least this (0: off)
+    results_dir: str = ""  # default <out_dir>/eval
+
+    def validate(self) -> EvalConfig:
+        if not _steps_ok(self.steps):
+            raise ConfigError(f"--steps={self.steps!r}: latest, all, or comma-separated step numbers")
+        if not self.steps and not self.models:
+            raise ConfigError("--steps='' and no --models: nothing to evaluate")
+        if self.max_new_tokens <= 0 or self.eval_batches < 0:
+            raise ConfigError("--max_new_tokens must be > 0 and --eval_batches >= 0")
+        if not 0 <= self.min_suite_score <= 1:
+            raise ConfigError(f"--min_suite_score={self.min_suite_score}: a fraction of the suite, in [0, 1]")
+        for part in filter(None, self.corpora.split(",")):
+            name, eq, path = part.partition("=")
+            if not (part == "validation" or (eq and name.strip() and path.strip())):
+                raise ConfigError(f"--corpora: {part!r} is neither validation nor name=path")
+        return self
+
+
+@dataclass
+class BundleConfig:
+    out_dir: str = "out"  # a finished training run with a Hugging Face export
+    model: str = "hf_model"  # which export: hf_model, hf_model_ema or hf_model_avg
+    bundle_dir: str = ""  # default <out_dir>/bundle-<model>
+
+    def validate(self) -> BundleConfig:
+        if self.model not in EXPORTS:
+            raise ConfigError(f"--model={self.model!r}: one of {', '.join(EXPORTS)}")
+        return self
+
+
 @dataclass
 class PrepareConfig:
     data: str = ""  # a text file, a directory of text files, or a `datasets` dataset saved to disk

@@ -19,8 +19,10 @@ Rank, world size and master address come only from the torchrun environment.
   python payload/train.py prepare --data=corpus/ --out_dir=shards/ --tokenizer=gpt2-tokenizer/
   python payload/train.py checkpoints --out_dir=runs/r1   # step, losses, time, size of each checkpoint
   python payload/train.py average --out_dir=runs/r1 --last=3   # mean weights of the 3 newest -> hf_model_avg
+  python payload/train.py eval --out_dir=runs/r1 --steps=all   # perplexity + prompt suite per checkpoint -> eval/
+  python payload/train.py bundle --out_dir=runs/r1    # export + tokenizer + results + checksums -> bundle-hf_model/
 
-Commands: train (default), generate, export, prepare, verify, checkpoints, average.
+Commands: train (default), generate, export, prepare, verify, checkpoints, average, eval, bundle.
 Options are --key=value (or --config=file.json|yaml):
 """
 
@@ -57,11 +59,14 @@ from payload import batch as B  # noqa: E402
 from payload import checkpoint as CK  # noqa: E402
 from payload import commands as C  # noqa: E402
 from payload import data as D  # noqa: E402
+from payload import evaluate as E  # noqa: E402
 from payload import gate as G  # noqa: E402
 from payload.config import (  # noqa: E402
     AverageConfig,
+    BundleConfig,
     CheckpointsConfig,
     ConfigError,
+    EvalConfig,
     ExportConfig,
     GenerateConfig,
     PrepareConfig,
@@ -571,6 +576,8 @@ COMMANDS = {
     "verify": (ShardsConfig, C.verify_shards),
     "checkpoints": (CheckpointsConfig, C.checkpoints),
     "average": (AverageConfig, C.average),
+    "eval": (EvalConfig, E.evaluate),
+    "bundle": (BundleConfig, C.bundle),
 }
 
 

@@ -135,3 +135,12 @@ def test_ddp_resume_on_fewer_ranks_goes_on_from_the_checkpoint(launch, tmp_path,
         "kind": "resume", "step": 8, "checkpoint": None, "world_size_before": 2, "world_size": 1,
         "rank": 0, "time": resume[-1]["time"],
     }  # fmt: skip
+    # `train.py eval` validates each checkpoint with the ranks that saved it: two at step 8, one at step 16, each
+    # the loss that run logged (not the result's world size for both).
+    from payload import evaluate as E
+    from payload.config import EvalConfig
+
+    assert E.evaluate(EvalConfig(out_dir=str(out), steps="all", suite="").validate()) == 0
+    for step, loss in ((8, stopped["final_val_loss"]), (16, result["final_val_loss"])):
+        measured = json.loads((out / "eval" / f"step_{step:07d}.json").read_text())["corpora"]["validation"]
+        assert measured["loss"] == pytest.approx(loss, abs=2e-4), (step, measured)

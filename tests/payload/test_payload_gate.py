@@ -32,6 +32,23 @@ def test_gate_table(val_loss, max_val_loss, baseline, regression, status, passes
     assert G.describe(gate).startswith(f"gate: {status}")
 
 
+@pytest.mark.parametrize(
+    ("max_val_loss", "score", "floor", "status", "passes"),
+    [
+        (0.0, 0.5, 0.0, "off", []),
+        (0.0, 0.5, 0.5, "pass", [True]),  # at the floor passes
+        (0.0, 0.49, 0.5, "fail", [False]),
+        (0.0, None, 0.5, "fail", [False]),  # no suite ran: not judged good
+        (6.0, 0.9, 0.5, "pass", [True, True]),
+        (4.0, 0.9, 0.5, "fail", [False, True]),
+    ],
+)
+def test_gate_reads_a_suite_score(max_val_loss, score, floor, status, passes):
+    gate = G.evaluate(5.0, max_val_loss, None, 0.02, score, floor)
+    assert gate["status"] == status and [c["pass"] for c in gate["checks"]] == passes
+    assert G.describe(gate).startswith(f"gate: {status}")
+
+
 def test_baseline_must_carry_a_final_val_loss(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps({"status": "completed", "final_val_loss": 4.25}))
@@ -93,6 +110,17 @@ def test_eval_corpus_perplexity_and_gate_verdicts(tmp_path, corpus, tokenizer_di
     gate = json.loads((second / "result.json").read_text())["gate"]
     assert gate["status"] == "fail" and gate["checks"][0]["baseline"] == result["final_val_loss"], gate
     assert "gate: fail" in proc.stdout
+    # `train.py eval` re-measures that run on its eval_data and judges it with the run's own gate settings.
+    from payload import evaluate as E
+    from payload.config import EvalConfig
+
+    assert E.evaluate(EvalConfig(out_dir=str(second), suite="").validate()) == 3
+    again = json.loads((second / "eval" / "gate.json").read_text())
+    assert again["status"] == "fail" and again["checks"][0]["baseline"] == result["final_val_loss"], again
+    measured = json.loads((second / "eval" / "step_0000002.json").read_text())["corpora"]["validation"]
+    assert measured["path"] == str(eval_dir)
+    final = json.loads((second / "result.json").read_text())["final_val_loss"]
+    assert measured["loss"] == pytest.approx(final, abs=2e-4)
 
     proc = _train(base_args(tmp_path / "third", train_dir, tokenizer_dir, token_cache, gate_baseline=tmp_path / "x"))
     assert proc.returncode == 2 and "error: --gate_baseline=" in proc.stderr
