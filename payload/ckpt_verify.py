@@ -1,4 +1,5 @@
 """A checkpoint directory's life on disk: written whole, checksummed, verified, quarantined (standard library only).
+An inference bundle's check too (`verify_bundle`; `python ckpt_verify.py bundle DIR`, which serve.yml runs).
 
 payload/checkpoint.py (the lifecycle across ranks and nodes, which calls this module for each directory) saves
 every checkpoint into `step_<n>.tmp`; once every rank's files are there (after the barrier) the
@@ -27,6 +28,7 @@ CHECKSUMS = "checksums.json"
 FORMAT = "rdma-llm-checkpoint/1"
 QUARANTINE = "quarantine-"
 UNFINISHED = ".tmp"  # a save in progress, or one cut short
+BUNDLE_MANIFEST = "manifest.json"  # an inference bundle's (commands.bundle): every file's size and SHA-256
 REPLACED = ".old"  # a checkpoint of the same step being replaced (publish), for the moment between two renames
 _STEP = re.compile(r"^step_(\d+)$")
 # hashlib releases the GIL on large buffers: one thread per file hashes a node's rank files side by side
@@ -169,3 +171,30 @@ def quarantine(ckpt: Path) -> Path:
         n += 1
     ckpt.rename(target)
     return target
+
+
+def verify_bundle(path: Path) -> str | None:
+    """None when every file an inference bundle's manifest lists is there with its size and SHA-256, else what is
+    wrong (the bundle: commands.bundle)."""
+    try:
+        manifest = json.loads((path / BUNDLE_MANIFEST).read_text())
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"no readable {BUNDLE_MANIFEST}: {e}"
+    for name, want in files.items():
+        f = path / name
+        if not f.is_file():
+            return f"{name}: missing"
+        if f.stat().st_size != want["bytes"] or sha256(f) != want["sha256"]:
+            return f"{name}: not the file the manifest lists (size or SHA-256 differ)"
+    return None
+
+
+if __name__ == "__main__":  # python ckpt_verify.py bundle DIR: exit 0 and "ok", or 1 and what is wrong
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "bundle":
+        sys.exit("usage: python ckpt_verify.py bundle DIR")
+    problem = verify_bundle(Path(sys.argv[2]))
+    print(f"{sys.argv[2]}: {problem or 'ok'}")
+    sys.exit(1 if problem else 0)

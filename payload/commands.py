@@ -30,7 +30,7 @@ from payload.config import (
     TrainConfig,
     from_dict,
 )
-from payload.model import as_hf, build_model
+from payload.model import as_hf, build_model, saved_architecture
 
 
 def _latest_checkpoint(out: Path) -> Path:
@@ -54,8 +54,7 @@ def load_for_inference(out_dir: str):
         raise FileNotFoundError(
             f"{ckpt} is a sharded (DeepSpeed or FSDP) checkpoint: generate reads the run's hf_model export"
         )
-    cfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
-    cfg.init_from = ""  # the checkpoint has the weights
+    cfg = saved_architecture(from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"]))
     model = build_model(cfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
     model.load_state_dict(torch.load(ckpt / "model.pt", map_location="cpu"))
     return as_hf(model), tok
@@ -93,8 +92,7 @@ def export(cfg: ExportConfig) -> int:
 
     out = Path(cfg.out_dir)
     ckpt = _latest_checkpoint(out)
-    tcfg = from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"])
-    tcfg.init_from = ""
+    tcfg = saved_architecture(from_dict(TrainConfig, json.loads((ckpt / "trainer.json").read_text())["config"]))
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
     target = Path(cfg.export_dir) if cfg.export_dir else out / "hf_model"
@@ -221,8 +219,7 @@ def average(cfg: AverageConfig) -> int:
         for key, value in state.items():
             total[key] = total.get(key, 0) + value.detach().to(torch.float64)
     ckpt, config, _ = first
-    tcfg = from_dict(TrainConfig, config)
-    tcfg.init_from = ""
+    tcfg = saved_architecture(from_dict(TrainConfig, config))
     tok = AutoTokenizer.from_pretrained(str(ckpt / "tokenizer"), local_files_only=True)
     model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
     dtypes = {k: v.dtype for k, v in model.state_dict().items()}
@@ -250,13 +247,12 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
-BUNDLE_MANIFEST = "manifest.json"
 
 
 def bundle(cfg: BundleConfig) -> int:
     """One directory that `transformers` and `transformers serve` load as it is: the run's export with its
     tokenizer, the training config and result, the eval results if any, and manifest.json with every file's
-    SHA-256 (`verify_bundle` checks them before serving). Built beside the target and renamed into place."""
+    SHA-256 (ckpt_verify.verify_bundle checks them before serving). Built beside the target and renamed into place."""
     out = Path(cfg.out_dir)
     src = out / cfg.model
     if not (src / "config.json").is_file():
@@ -289,7 +285,7 @@ def bundle(cfg: BundleConfig) -> int:
         "chat_template": "added by the bundle" if template else "the tokenizer's own",
         "files": {str(p.relative_to(part)): {"bytes": p.stat().st_size, "sha256": V.sha256(p)} for p in files},
     }
-    (part / BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (part / V.BUNDLE_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     old = target.with_name(target.name + ".old")
     if target.exists():
         shutil.rmtree(old, ignore_errors=True)
@@ -298,18 +294,3 @@ def bundle(cfg: BundleConfig) -> int:
     shutil.rmtree(old, ignore_errors=True)
     print(f"bundle: {src} -> {target} ({len(files)} files, step {manifest['step']})")
     return 0
-
-
-def verify_bundle(path: Path) -> str | None:
-    """None when every file the manifest lists is there with its size and SHA-256, else what is wrong."""
-    try:
-        manifest = json.loads((path / BUNDLE_MANIFEST).read_text())
-    except (OSError, ValueError) as e:
-        return f"no readable {BUNDLE_MANIFEST}: {e}"
-    for name, want in manifest["files"].items():
-        f = path / name
-        if not f.is_file():
-            return f"{name}: missing"
-        if f.stat().st_size != want["bytes"] or V.sha256(f) != want["sha256"]:
-            return f"{name}: not the file the manifest lists (size or SHA-256 differ)"
-    return None

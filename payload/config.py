@@ -486,11 +486,15 @@ def describe(cls: type = TrainConfig) -> str:
     )
 
 
-USAGE = """usage: python config.py resolve [--source=NAME] < values.json
+USAGE = """usage: python config.py resolve [--source=NAME] [--command=train|eval] < values.json
 
-Reads a JSON object of run config keys (TrainConfig) on stdin and prints the resolved config, every key with
-the defaults applied, as one JSON object on stdout. Exit 0; exit 2 with `error: <message>` on stderr for an
-unknown key, a bad value or input that is not a JSON object. NAME starts the messages (default: config)."""
+Reads a JSON object of run config keys (TrainConfig; EvalConfig with --command=eval) on stdin and prints the
+resolved config, every key with the defaults applied, as one JSON object on stdout. Exit 0; exit 2 with
+`error: <message>` on stderr for an unknown key, a bad value or input that is not a JSON object. NAME starts the
+messages (default: config)."""
+
+
+RESOLVABLE = {"train": TrainConfig, "eval": EvalConfig}
 
 
 def usage_error(message: str) -> int:
@@ -507,17 +511,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] != ["resolve"]:
         return usage_error(f"expected the command resolve\n{USAGE}")
-    source = "config"
+    source, cls = "config", TrainConfig
     for arg in argv[1:]:
-        if not arg.startswith("--source=") or arg == "--source=":
+        key, _, value = arg.partition("=")
+        if key == "--source" and value:
+            source = value
+        elif key == "--command" and value in RESOLVABLE:
+            cls = RESOLVABLE[value]
+        else:
             return usage_error(f"unexpected argument {arg!r}\n{USAGE}")
-        source = arg.partition("=")[2]
     try:
         values = json.loads(sys.stdin.read())
     except ValueError as e:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no text
         return usage_error(f"{source}: stdin is not valid JSON: {e}")
     try:
-        resolved = resolve(values, source)
+        resolved = resolve(values, source, cls)
     except ConfigError as e:
         return usage_error(str(e))
     print(json.dumps(resolved, allow_nan=False))
@@ -530,8 +538,10 @@ __all__ = [
     "MAX_BLOCK",
     "PRESETS",
     "AverageConfig",
+    "BundleConfig",
     "CheckpointsConfig",
     "ConfigError",
+    "EvalConfig",
     "ExportConfig",
     "GenerateConfig",
     "PrepareConfig",

@@ -96,7 +96,7 @@ def load(target: Target):
     from transformers.utils import logging as hf_logging
 
     from payload.engines import checkpoint_state_dict
-    from payload.model import as_hf, build_model
+    from payload.model import as_hf, build_model, saved_architecture
 
     hf_logging.disable_progress_bar()  # one bar per model loaded is noise in a table of results
     if target.kind != "checkpoint":
@@ -106,11 +106,17 @@ def load(target: Target):
     if bad:
         raise EvalError(f"{target.path}: {bad}")
     meta = json.loads((target.path / "trainer.json").read_text())
-    tcfg = from_dict(TrainConfig, meta["config"])
-    tcfg.init_from = ""  # the checkpoint has the weights
+    tcfg = saved_architecture(from_dict(TrainConfig, meta["config"]))
     tok = AutoTokenizer.from_pretrained(str(target.path / "tokenizer"), local_files_only=True)
     model = build_model(tcfg, len(tok), tok.convert_tokens_to_ids(D.EOS), log=lambda m: None)
-    missing, unexpected = model.load_state_dict(checkpoint_state_dict(target.path), strict=False)
+    try:
+        state = checkpoint_state_dict(target.path)
+    except FileNotFoundError as e:  # node-local out_dirs: each node holds its own ranks' shards only
+        raise EvalError(
+            f"{target.path}: {Path(e.filename or '?').name} is not on this disk, so this sharded checkpoint is read "
+            "where all its shards are; evaluate the run's export instead (--steps= --models=hf_model)"
+        ) from e
+    missing, unexpected = model.load_state_dict(state, strict=False)
     tied = getattr(getattr(model, "config", None), "tie_word_embeddings", True)
     if unexpected or [k for k in missing if not (tied and k.endswith("lm_head.weight"))]:
         raise EvalError(f"{target.path}: weights do not match the model (missing {missing}, unexpected {unexpected})")
@@ -308,7 +314,7 @@ def judge(cfg: EvalConfig, run: TrainConfig, newest: dict) -> dict:
     val = newest["corpora"].get("validation", {}).get("loss")
     suite = (newest.get("suite") or {}).get("score")
     gate = G.evaluate(val, run.gate_max_val_loss, baseline, run.gate_max_regression, suite, cfg.min_suite_score)
-    return gate | {"model": newest["name"], "step": newest["step"]}
+    return gate | {"model": newest["name"], "step": newest["step"], "message": G.describe(gate)}
 
 
 def evaluate(cfg: EvalConfig) -> int:

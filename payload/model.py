@@ -28,6 +28,15 @@ def config_only(path: str) -> bool:
     return bool(path) and (Path(path) / "config.json").is_file() and not has_weights(path)
 
 
+def saved_architecture(cfg):
+    """A checkpoint's training config, set to rebuild its architecture for its saved weights: an `init_from` directory
+    that is still there stays (a Llama given as a config directory is the architecture itself; weights it holds are
+    replaced by the checkpoint's), one that is gone is dropped (the preset then builds, and a mismatch is named)."""
+    if cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
+        cfg.init_from = ""
+    return cfg
+
+
 def _model_type(path: str) -> str:
     import json
 

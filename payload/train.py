@@ -15,13 +15,11 @@ Rank, world size and master address come only from the torchrun environment.
   python payload/train.py generate --out_dir=runs/r1 --prompt="ROMEO:"
   python payload/train.py export --out_dir=runs/r1      # DeepSpeed checkpoint -> Hugging Face dir
 
-  # a corpus bigger than memory: tokenize once into verified shards, then train on the directory
+  # a corpus bigger than memory: tokenize once into verified shards (then train on the directory)
   python payload/train.py prepare --data=corpus/ --out_dir=shards/ --tokenizer=gpt2-tokenizer/
   python payload/train.py checkpoints --out_dir=runs/r1   # step, losses, time, size of each checkpoint
   python payload/train.py average --out_dir=runs/r1 --last=3   # mean weights of the 3 newest -> hf_model_avg
-  python payload/train.py eval --out_dir=runs/r1 --steps=all   # perplexity + prompt suite per checkpoint -> eval/
-  python payload/train.py bundle --out_dir=runs/r1    # export + tokenizer + results + checksums -> bundle-hf_model/
-
+  python payload/train.py eval --out_dir=runs/r1 --steps=all   # perplexity + prompt suite per checkpoint; bundle
 Commands: train (default), generate, export, prepare, verify, checkpoints, average, eval, bundle.
 Options are --key=value (or --config=file.json|yaml):
 """
@@ -577,7 +575,7 @@ COMMANDS = {
     "checkpoints": (CheckpointsConfig, C.checkpoints),
     "average": (AverageConfig, C.average),
     "eval": (EvalConfig, E.evaluate),
-    "bundle": (BundleConfig, C.bundle),
+    "bundle": (BundleConfig, C.bundle),  # export + tokenizer + results + checksums -> <out_dir>/bundle-<model>
 }
 
 

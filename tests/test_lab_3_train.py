@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +33,8 @@ KILL_STEPS = 100
 # Its checkpoints every 13 steps: the stop must not land inside a save (at 20 with KILL's 10, under the full suite's
 # load it did), where the ranks agree on the setup group, whose timeout is setup_timeout (30 min), not pg_timeout.
 HANG = {**KILL, "ckpt_interval": 13}
+# Runs a test finished with an export, for the serving test after it (it serves that model, no training of its own).
+FINISHED: dict[str, str] = {}
 
 
 def payload(values: dict) -> list[str]:
@@ -200,7 +203,9 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     hosts = lab_cluster["hosts"]
     play = start_train(
         "-e", f"engine={engine}", "-e", f"data={corpus}", "-e", "steps=30", "-e", f"run_id={run_id}",
-        "-e", f"model={llama_dir}", *payload(SMALL),
+        "-e", f"model={llama_dir}", *payload(SMALL), "-e", "eval=true",
+        # Each node holds its own ranks' FSDP shards (node-local out_dirs): the export is whole on each.
+        "-e", json.dumps({"train_launch_eval_options": {"steps": "", "models": "hf_model"}}),
     )  # fmt: skip
     counters = cluster.SWITCH_DIR / "counters.json"
     try:
@@ -251,8 +256,77 @@ def test_train_completes_and_collects(lab_cluster, corpus: Path, llama_dir: Path
     assert report["model"] == str(llama_dir)
     # rank 0's TensorBoard events came back with the run
     assert list((ARTIFACTS / run_id / hosts[0] / "out" / "tensorboard").glob("events.out.tfevents.*"))
+    # -e eval=true: train.py eval on node rank 0 re-measured the export's validation (exp of the run's last val
+    # loss) and ran the default suite; the report has its table (no trend plot: an export has no step).
+    summary = json.loads((ARTIFACTS / run_id / hosts[0] / "out" / "eval" / "summary.json").read_text())
+    assert [r["name"] for r in summary] == ["hf_model"], summary
+    assert summary[0]["corpora"]["validation"]["loss"] == pytest.approx(report["final_val_loss"], abs=2e-3)
+    assert summary[0]["suite"]["items"] >= 10
+    assert "## Evaluation (`train.py eval` on lab-node1)" in (ARTIFACTS / run_id / "report.md").read_text()
+    assert not (ARTIFACTS / run_id / "eval.png").exists()
+    assert "eval: hf_model: validation ppl" in flat
     no_training_processes(hosts)
     units_released(hosts, run_id)
+    FINISHED["export"] = run_id
+
+
+def reject_count(host: str) -> int:
+    """Packets the fabric firewall reset on the project's ports (its `tcp dport @ports counter reject` rule)."""
+    rules = ssh_ok(host, "nft", "list", "chain", "inet", "fabric_firewall", "input").stdout
+    found = re.search(r"tcp dport @ports counter packets (\d+) bytes \d+ reject", rules)
+    assert found, rules
+    return int(found[1])
+
+
+def test_serve_answers_the_openai_client_over_the_fabric_and_stops(lab_cluster) -> None:
+    """serve.yml serves the FSDP run's Llama export on the first node: a node's `openai` client (the venv's, a client
+    nobody here wrote) gets completions over the fabric address, the management network gets a reset from the
+    firewall, serve_status sees it answer, serve_stop leaves nothing running. Bad input changes nothing first."""
+    assert "export" in FINISHED, "test_train_completes_and_collects did not finish its run"
+    hosts, run_id = lab_cluster["hosts"], FINISHED["export"]
+    server, client, unit = hosts[0], hosts[1], f"serve-{run_id}"
+    missing = playbook("playbooks/serve.yml", "-e", f"run_id={run_id}", "-e", "model=hf_model_avg", timeout=300)
+    assert missing.returncode != 0 and f"run {run_id} has no hf_model_avg on {server}" in " ".join(
+        missing.stdout.split()), tail(missing)  # fmt: skip
+    unknown = playbook("playbooks/serve.yml", "-e", "run_id=no-such-run", timeout=300)
+    assert unknown.returncode != 0 and "serve: no run no-such-run on record" in unknown.stdout, tail(unknown)
+    assert ssh_ok(server, "systemctl", "show", unit, "--property=LoadState", "--value").stdout.strip() == "not-found"
+
+    served = playbook("playbooks/serve.yml", "-e", f"run_id={run_id}", timeout=600)
+    try:
+        assert served.returncode == 0, tail(served)
+        record = json.loads((ARTIFACTS / run_id / "serve.json").read_text())
+        assert record["host"] == server and record["unit"] == unit and record["model"] == "hf_model", record
+        url, name = record["url"], record["model_name"]
+        assert f"serving run {run_id} (hf_model) at {url} on {server}" in " ".join(served.stdout.split())
+        ssh_ok(server, "test", "-f", f"{name}/eval/summary.json")  # the bundle carries the run's evaluation
+        fabric_ip = url.split("//")[1].split(":")[0]
+        assert fabric_ip == cluster.Node(1).fabric_cidr.split("/")[0] and url.endswith(":8000/v1"), url
+        ask = (
+            "import json, sys; from openai import OpenAI; c = OpenAI(base_url=sys.argv[1], api_key='none', "
+            "max_retries=0); r = c.completions.create(model=sys.argv[2], prompt='KING', max_tokens=5, temperature=0); "
+            "m = c.chat.completions.create(model=sys.argv[2], messages=[{'role': 'user', 'content': 'Who?'}], "
+            "max_tokens=4); print(json.dumps([r.usage.completion_tokens, r.choices[0].text, "
+            "m.choices[0].message.role]))"
+        )
+        answer = ssh_ok(client, "/opt/rdma-llm/venv/bin/python", "-c", f'"{ask}"', url, name)
+        tokens, _text, role = json.loads(answer.stdout.strip().splitlines()[-1])
+        assert tokens == 5 and role == "assistant", answer.stdout
+        # The management network: the firewall resets it (its counter moves), whatever listens behind.
+        before = reject_count(server)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((cluster.Node(1).mgmt_ip, 8000), timeout=10)
+        assert reject_count(server) > before
+        status = playbook("playbooks/serve_status.yml", "-e", f"run_id={run_id}", timeout=300)
+        flat = " ".join(status.stdout.split())
+        assert status.returncode == 0 and f"{server}: {unit} serving {url} (health: ok" in flat, tail(status)
+        assert f"{client}: {unit} not serving" in flat, tail(status)
+    finally:
+        stopped = playbook("playbooks/serve_stop.yml", "-e", f"run_id={run_id}", timeout=300)
+    assert stopped.returncode == 0 and f"{server}: stopped {unit}" in " ".join(stopped.stdout.split()), tail(stopped)
+    assert ssh_ok(server, "systemctl", "show", unit, "--property=ActiveState", "--value").stdout.strip() == "inactive"
+    assert ssh_ok(server, "ss", "-ltnH", "sport = :8000").stdout.strip() == ""
+    assert "Uvicorn running on" in (ARTIFACTS / run_id / "serve" / f"{server}.log").read_text()
 
 
 def test_slurm_trains_with_the_same_report_and_queues_a_second_launch(lab_cluster, corpus: Path) -> None:

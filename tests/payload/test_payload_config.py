@@ -89,6 +89,11 @@ def test_cli_prints_the_resolved_config_as_one_json_object():
     assert proc.stderr == "" and len(proc.stdout.splitlines()) == 1
     assert json.loads(proc.stdout) == resolve(values)
     assert json.loads(proc.stdout)["max_steps"] == 2000
+    evaluated = _cli("resolve", "--command=eval", stdin='{"steps": "all", "min_suite_score": "0.5"}')
+    assert json.loads(evaluated.stdout) | {"out_dir": None} == {
+        "out_dir": None, "steps": "all", "models": "", "corpora": "validation", "suite": "default",
+        "max_new_tokens": 24, "eval_batches": 0, "min_suite_score": 0.5, "results_dir": "",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -106,6 +111,9 @@ def test_cli_prints_the_resolved_config_as_one_json_object():
         (["resolve"], '["data"]', "error: config: expected a mapping of key: value, got list"),
         ([], "{}", "error: expected the command resolve"),
         (["resolve", "--sauce=x"], "{}", "error: unexpected argument '--sauce=x'"),
+        (["resolve", "--command=eval"], '{"steps": "last"}', "error: --steps='last': latest, all, or comma-separated"),
+        (["resolve", "--command=eval", "--source=e"], '{"step": "all"}', "error: e: unknown key 'step' (did you mean"),
+        (["resolve", "--command=export"], "{}", "error: unexpected argument '--command=export'"),
     ],
 )
 def test_cli_errors_exit_2_with_one_message_and_no_output(args, stdin, message):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from payload_helpers import base_args, free_port, job_env, read_jsonl, run_ok, train_py
 
+from payload import ckpt_verify as V
 from payload import commands as C
 from payload import evaluate as E
 from payload.config import BundleConfig, ConfigError, EvalConfig, parse_args
@@ -174,7 +175,7 @@ def bundle(run, tmp_path_factory) -> Path:
 def test_bundle_loads_as_it_is_and_its_checksums_catch_a_change(bundle, run):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    manifest = json.loads((bundle / C.BUNDLE_MANIFEST).read_text())
+    manifest = json.loads((bundle / V.BUNDLE_MANIFEST).read_text())
     assert manifest["model"] == "hf_model_ema" and manifest["step"] == 16
     assert {
         "model.safetensors",
@@ -187,7 +188,7 @@ def test_bundle_loads_as_it_is_and_its_checksums_catch_a_change(bundle, run):
         "eval/gate.json",
         "eval/table.md",
     } <= set(manifest["files"])
-    assert C.verify_bundle(bundle) is None
+    assert V.verify_bundle(bundle) is None
     tok = AutoTokenizer.from_pretrained(str(bundle), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(bundle), local_files_only=True)
     ema = AutoModelForCausalLM.from_pretrained(str(run / "hf_model_ema"), local_files_only=True).state_dict()
@@ -198,11 +199,15 @@ def test_bundle_loads_as_it_is_and_its_checksums_catch_a_change(bundle, run):
     original = weights.read_bytes()
     for changed in (original + b" ", original[:-1] + bytes([original[-1] ^ 1])):  # longer; same size, one bit
         weights.write_bytes(changed)
-        assert C.verify_bundle(bundle) == "model.safetensors: not the file the manifest lists (size or SHA-256 differ)"
+        assert V.verify_bundle(bundle) == "model.safetensors: not the file the manifest lists (size or SHA-256 differ)"
+        cli = subprocess.run([sys.executable, V.__file__, "bundle", str(bundle)], capture_output=True, text=True)
+        assert cli.returncode == 1 and "model.safetensors: not the file" in cli.stdout  # what serve.yml runs
     weights.write_bytes(original)
-    assert C.verify_bundle(bundle) is None
+    assert V.verify_bundle(bundle) is None
+    cli = subprocess.run([sys.executable, V.__file__, "bundle", str(bundle)], capture_output=True, text=True)
+    assert cli.returncode == 0 and cli.stdout == f"{bundle}: ok\n"
     (bundle / "tokenizer.json").unlink()
-    assert C.verify_bundle(bundle) == "tokenizer.json: missing"
+    assert V.verify_bundle(bundle) == "tokenizer.json: missing"
     assert C.bundle(BundleConfig(out_dir=str(run), model="hf_model_avg")) == 2  # no such export in this run
 
 
@@ -240,3 +245,17 @@ def test_transformers_serve_answers_the_openai_client_from_a_bundle(run, tmp_pat
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
         log.close()
+
+
+def test_a_checkpoint_is_rebuilt_as_the_architecture_it_trained(tmp_path):
+    """A run given a config directory (`-e model=<dir>`, the lab's Llama) keeps it to rebuild its checkpoints (eval,
+    generate, export, average read them the same way); a directory since removed leaves the preset."""
+    from payload.config import TrainConfig
+    from payload.model import saved_architecture
+
+    arch = tmp_path / "llama-small"
+    arch.mkdir()
+    (arch / "config.json").write_text("{}")
+    assert saved_architecture(TrainConfig(data="x", init_from=str(arch))).init_from == str(arch)
+    assert saved_architecture(TrainConfig(data="x", init_from=str(tmp_path / "gone"))).init_from == ""
+    assert saved_architecture(TrainConfig(data="x")).init_from == ""

@@ -36,6 +36,7 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.fabric i
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.firewall import (
     fabric_firewall_allow_list,
     fabric_firewall_leaves_ssh,
+    listen_ports_distinct,
 )
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.inventory import Inventory, Problem
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.contract.monitoring import (
@@ -112,6 +113,7 @@ RULES: tuple[Rule, ...] = (
     slurm_gpus,
     slurm_config_keys,
     fabric_firewall_leaves_ssh,
+    listen_ports_distinct,
     fabric_firewall_allow_list,
     monitoring_rows,
     monitoring_hosts,

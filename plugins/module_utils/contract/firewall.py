@@ -11,14 +11,15 @@ from ansible_collections.rdma_llm.cluster.plugins.module_utils.errors import Rul
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.host.firewall import fabric_firewall_plan
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.numbers import as_int
 
-# The ports the firewall guards besides fabric_firewall_extra_ports: what the launch's and the ladder's ports.yml
-# publish (roles/train_launch/tasks/ports.yml, roles/cluster_validate/tasks/ports.yml), one variable each; the pair
-# tests' port is the first rail's, + 1 per further rail.
+# The ports the firewall guards besides fabric_firewall_extra_ports: what the launch's, the ladder's and the model
+# server's ports.yml publish (roles/train_launch, roles/cluster_validate, roles/serve: tasks/ports.yml), one variable
+# each; the pair tests' port is the first rail's, + 1 per further rail.
 LISTEN_PORTS = (
     "train_launch_rdzv_port",
     "train_launch_check_port",
     "cluster_validate_pair_port",
     "cluster_validate_allreduce_port",
+    "serve_port",
 )
 FIREWALL_VARIABLES = ("ansible_port", "fabric_firewall_extra_ports", *LISTEN_PORTS)
 
@@ -61,11 +62,32 @@ def fabric_firewall_leaves_ssh(inv: Inventory) -> Iterator[Problem]:
                 continue
             seen.add(name)
             found.setdefault((name, why), set()).add(host)
+    yield from _by_hosts(found, hosts)
+
+
+def _by_hosts(found: dict[tuple[str, str], set[str]], hosts: list[str]) -> Iterator[Problem]:
+    """One problem per (variable, message): `all` when every host has it."""
     for (name, why), where in sorted(found.items()):
         if len(hosts) > 1 and where == set(hosts):
             yield Problem(ALL, name, why)
         else:
             yield from (Problem(host, name, why) for host in sorted(where))
+
+
+def listen_ports_distinct(inv: Inventory) -> Iterator[Problem]:
+    """The project's servers each listen on a port of their own on a node (the rendezvous, the pre-flight all-reduce,
+    the ladder's pair tests and all-reduce, the model server): on one port the later server cannot bind, or, worse, a
+    client reaches the wrong one. Named on the later variable of LISTEN_PORTS, with the one it meets."""
+    hosts = inv.members(NODES)
+    found: dict[tuple[str, str], set[str]] = {}
+    for host in hosts:
+        owner: dict[int, str] = {}
+        for name, port in [g for g in _guarded(inv, host) if g[0] != "fabric_firewall_extra_ports"]:
+            first = owner.setdefault(port, name)
+            if first != name:
+                why = f"has {port}, also {first}'s: two of the project's servers cannot listen on one port"
+                found.setdefault((name, why), set()).add(host)
+    yield from _by_hosts(found, hosts)
 
 
 def fabric_firewall_allow_list(inv: Inventory) -> Iterator[Problem]:

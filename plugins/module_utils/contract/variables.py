@@ -186,6 +186,12 @@ VARIABLES: tuple[Var, ...] = (
     Var("train_launch_check_port", NODES, integer(1, 65535)),
     Var("cluster_validate_pair_port", NODES, integer(1, 65535)),
     Var("cluster_validate_allreduce_port", NODES, integer(1, 65535)),
+    # serve (playbooks/serve.yml): its port is guarded too; rendered values. The run and the export: its own assert
+    Var("serve_port", NODES, integer(1, 65535)),
+    Var("serve_device", NODES, text(r"^(auto|cpu|cuda(:[0-9]+)?)$", "auto, cpu, cuda or cuda:<n>")),
+    Var("serve_dtype", NODES, choice("auto", "float32", "bfloat16", "float16")),
+    Var("serve_health_timeout", NODES, integer(1)),
+    Var("serve_stop_grace", NODES, integer(1)),
     Var(
         "fabric_firewall_train_group",
         NODES,
@@ -195,6 +201,8 @@ VARIABLES: tuple[Var, ...] = (
     # mistyped word (`-e train_launch_detach=ture`) for false; refused here instead.
     Var("train_launch_resume", NODES, boolean()),
     Var("train_launch_detach", NODES, boolean()),
+    Var("train_launch_eval", NODES, boolean()),
+    Var("train_launch_eval_options", NODES, mapping()),
     Var("train_launch_fabric_counters", NODES, boolean()),
     Var("train_launch_allow_tcp", NODES, boolean()),
     Var("train_launch_reset_runs", NODES, boolean()),

@@ -252,14 +252,26 @@ def progress_line(elapsed: float, running: int, hosts: int, metrics: dict[str, A
     return head + "starting"
 
 
+def _failed_check(c: dict[str, Any]) -> str:
+    if c.get("check") == "min_suite_score":
+        model = c.get("model") or "the newest model"
+        return f"min_suite_score: suite score {c.get('value')} < {c.get('limit')} ({model})"
+    return f"{c.get('check')}: val loss {c.get('value')} > {c.get('limit'):.4f}"
+
+
 def gate_verdict(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """The payload's evaluation gate over the collected result.json files (one per node that wrote one):
-    `fail` if any says fail, `pass` if one passed and none failed, else `off` (no gate asked, or no result)."""
-    gates = [r.get("gate") for r in results if isinstance(r, dict) and isinstance(r.get("gate"), dict)]
+    """The payload's evaluation gate over the collected result.json files (one per node that wrote one) and the
+    gate.json of `train.py eval` (its verdict on the newest model, the same shape): `fail` if any says fail, `pass`
+    if one passed and none failed, else `off` (no gate asked, or no result)."""
+    gates = [
+        r if "checks" in r else r.get("gate")
+        for r in results
+        if isinstance(r, dict) and (isinstance(r.get("gate"), dict) or isinstance(r.get("checks"), list))
+    ]
     failed = [g for g in gates if g.get("status") == "fail"]
     if failed:
-        checks = [c for c in failed[0].get("checks", []) if not c.get("pass")]
-        why = "; ".join(f"{c.get('check')}: val loss {c.get('value')} > {c.get('limit'):.4f}" for c in checks)
+        checks = [dict(c, model=failed[0].get("model")) for c in failed[0].get("checks", []) if not c.get("pass")]
+        why = "; ".join(_failed_check(c) for c in checks)
         return {"status": "fail", "message": f"the evaluation gate failed ({why})"}
     if any(g.get("status") == "pass" for g in gates):
         return {"status": "pass", "message": "the evaluation gate passed"}

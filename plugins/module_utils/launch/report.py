@@ -11,6 +11,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import evals
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch import fabric as train_fabric
 from ansible_collections.rdma_llm.cluster.plugins.module_utils.launch.summary import summarise
 
@@ -211,6 +212,8 @@ def markdown(s: dict) -> str:
         "![loss](loss.png)",
         "",
         "![throughput](throughput.png)",
+        *(evals.markdown(s["eval"]) if s.get("eval") else []),
+        *(["", "![evaluation](eval.png)"] if (s.get("eval") or {}).get("plotted") else []),
         "",
         "Per-host logs, metrics.jsonl and result.json are in the host folders; manifest.json has ranks,",
         "environment, command lines, package versions and checkpoint paths.",
@@ -285,9 +288,13 @@ def write(run: Path) -> list[str]:
     """Write report.json, report.md and the plots into the run folder `run`; the summary lines for people."""
     lines: list[str] = []
     summary = summarise(run)
+    summary["eval"] = evals.find(run)
     made = plot(summary, run)
     if summary.get("fabric") and train_fabric.plot(summary["fabric"], run / "fabric.png"):
         made.append("fabric.png")
+    if summary["eval"] and evals.plot(summary["eval"], run / "eval.png"):
+        made.append("eval.png")
+        summary["eval"]["plotted"] = True
     report = json.dumps({k: v for k, v in summary.items() if k != "curves"}, indent=1) + "\n"
     (run / "report.json").write_text(report)
     if summary.get("launch_id"):  # each launch of a run (the first, every resume) keeps its own report
@@ -333,6 +340,8 @@ def write(run: Path) -> list[str]:
         lines.append(f"fabric: lossless during this run: {lossless} ({fabric.get('reason')})"[:400])
     for line in transport_lines(summary["nccl"]):
         lines.append(f"nccl:   {line}")
+    if summary["eval"]:
+        lines += evals.lines(summary["eval"])
     for what, url in monitoring_links(summary)[:1]:
         lines.append(f"prometheus: {url} ({what}; report.md has the rest)")
     lines.append(f"report: {run / 'report.md'}")

@@ -74,6 +74,37 @@ BAD: list[tuple[str, Change, list[str]]] = [
         ["all: cluster_validate_pair_port gives the pair tests port 65536 on the last rail: it must be 1-65535"],
     ),
     (
+        # The model server on the rendezvous's port: one of them cannot bind.
+        "model-server-on-the-rendezvous-port",
+        both(on_all("train_launch_rdzv_port", 29500), on_all("serve_port", 29500)),
+        [
+            "all: serve_port has 29500, also train_launch_rdzv_port's: two of the project's servers cannot listen "
+            "on one port"
+        ],
+    ),
+    (
+        "pair-tests-second-rail-on-the-ladder-all-reduce-port-of-one-node",
+        both(
+            on_all("cluster_validate_pair_port", 18515),
+            setv("n2", "cluster_validate_allreduce_port", 18516),
+            second_rail,
+        ),
+        [
+            "n2: cluster_validate_allreduce_port has 18516, also cluster_validate_pair_port's: two of the project's "
+            "servers cannot listen on one port"
+        ],
+    ),
+    (
+        "model-server-on-the-ssh-port",
+        on_all("serve_port", 22),
+        ["all: serve_port has 22, the SSH port: the firewall never guards SSH"],
+    ),
+    (
+        "model-server-device-injected",
+        on_all("serve_device", "cpu --trust-remote-code"),
+        ["all: serve_device must be auto, cpu, cuda or cuda:<n> (got 'cpu --trust-remote-code')"],
+    ),
+    (
         "rendezvous-port-past-65535",
         on_all("train_launch_rdzv_port", 70000),
         ["all: train_launch_rdzv_port must be an integer 1-65535 (got 70000)"],

@@ -142,6 +142,21 @@ BAD: list[tuple[str, Change, list[str]]] = [
         ],
     ),
     (
+        "serve-port-zero",
+        setv("n1", "serve_port", 0),
+        ["n1: serve_port must be an integer 1-65535 (got 0)"],
+    ),
+    (
+        "serve-dtype-word",
+        setv("n1", "serve_dtype", "half"),
+        ["n1: serve_dtype must be one of auto, float32, bfloat16, float16 (got 'half')"],
+    ),
+    (
+        "serve-health-timeout-zero",
+        setv("n1", "serve_health_timeout", 0),
+        ["n1: serve_health_timeout must be an integer >= 1 (got 0)"],
+    ),
+    (
         "gpu-driver-version",
         setv("n1", "gpu_stack_driver_version", "580"),
         ["n1: gpu_stack_driver_version must be a driver version like 580.95.05 (got '580')"],

@@ -271,6 +271,25 @@ def test_progress_line(elapsed, metrics, expected) -> None:
             "fail",
             "the evaluation gate failed (max_val_loss: val loss 5.5 > 5.0000)",
         ),
+        # train.py eval's gate.json beside a passing result.json: its suite floor fails the run's gate.
+        (
+            [
+                {"gate": {"status": "pass", "checks": []}},
+                {
+                    "status": "fail",
+                    "model": "step_0000030",
+                    "step": 30,
+                    "checks": [{"check": "min_suite_score", "value": 0.25, "limit": 0.5, "pass": False}],
+                },
+            ],
+            "fail",
+            "the evaluation gate failed (min_suite_score: suite score 0.25 < 0.5 (step_0000030))",
+        ),
+        (
+            [{"status": "pass", "model": "hf_model", "checks": [{"check": "min_suite_score", "pass": True}]}],
+            "pass",
+            "the evaluation gate passed",
+        ),
     ],
 )
 def test_gate_verdict(results, status, message) -> None:

@@ -18,7 +18,7 @@ def _run(tmp_path, records=RESTART, **manifest_extra):
         **manifest_extra,
     }  # fmt: skip
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    (tmp_path / "n1" / "out").mkdir(parents=True)
+    (tmp_path / "n1" / "out").mkdir(parents=True, exist_ok=True)
     (tmp_path / "n1" / "out" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return R.write(tmp_path)
 
